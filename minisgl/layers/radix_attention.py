@@ -1,0 +1,25 @@
+"""RadixAttention: the model's attention layer. It only describes the layer; the attention backend
+writes this round's K/V into the KV pool and reads each request's history back through req_to_token."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+if TYPE_CHECKING:
+    from minisgl.model_executor.forward_batch_info import ForwardBatch
+
+
+class RadixAttention(nn.Module):
+    def __init__(self, num_heads: int, head_dim: int, scaling: float, num_kv_heads: int, layer_id: int):
+        super().__init__()
+        self.tp_q_head_num = num_heads
+        self.tp_k_head_num = num_kv_heads
+        self.head_dim = head_dim
+        self.scaling = scaling
+        self.layer_id = layer_id
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
+        return forward_batch.attn_backend.forward(q, k, v, self, forward_batch)

@@ -1,0 +1,118 @@
+"""The two memory pools of the engine.
+
+ReqToTokenPool maps (request slot, logical position) -> KV slot. TokenToKVPool owns the K and V
+buffers of every layer and the allocator of KV slots. A request's tokens live at scattered KV slots;
+only req_to_token knows their order.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class KVCacheExhausted(RuntimeError):
+    """Raised when more KV slots (or request slots) are asked for than are free."""
+
+
+class ReqToTokenPool:
+    """A table of [max requests, max context] int64: row r, column p holds the KV slot of position p."""
+
+    def __init__(self, size: int, max_context_len: int, device: str | torch.device = "cpu"):
+        self.size = size
+        self.max_context_len = max_context_len
+        self.req_to_token = torch.zeros((size, max_context_len), dtype=torch.int64, device=device)
+        self.free_slots: list[int] = list(range(size))
+
+    def available_size(self) -> int:
+        return len(self.free_slots)
+
+    def alloc(self, need_size: int = 1) -> list[int]:
+        if need_size > len(self.free_slots):
+            raise KVCacheExhausted(
+                f"request pool exhausted: asked for {need_size} request slot(s), {len(self.free_slots)} free "
+                f"of {self.size} (raise --max-running-requests)"
+            )
+        taken, self.free_slots = self.free_slots[:need_size], self.free_slots[need_size:]
+        return taken
+
+    def free(self, req_pool_idx: int | list[int]) -> None:
+        idxs = [req_pool_idx] if isinstance(req_pool_idx, int) else list(req_pool_idx)
+        for i in idxs:
+            if not 0 <= i < self.size or i in self.free_slots:
+                raise ValueError(f"request slot {i} is not allocated")
+        self.free_slots.extend(idxs)
+
+    def clear(self) -> None:
+        self.free_slots = list(range(self.size))
+
+
+class TokenToKVPool:
+    """Per-layer K and V buffers of shape [size + 1, kv_heads, head_dim] and a free-slot allocator.
+
+    Slot 0 is never handed out: padded rows write their K/V there, so they never touch a live slot.
+    Usable slots are 1..size.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: str | torch.device = "cpu",
+    ):
+        self.size = size
+        self.num_layers = num_layers
+        self.dtype = dtype
+        self.device = torch.device(device)
+        shape = (size + 1, num_kv_heads, head_dim)
+        self.k_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.v_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self._is_free = torch.ones(size + 1, dtype=torch.bool)
+        self._is_free[0] = False
+        self.clear()
+
+    # ---- allocator -------------------------------------------------------------------------------
+    def clear(self) -> None:
+        self.free_slots = torch.arange(1, self.size + 1, dtype=torch.int64)
+        self._is_free[1:] = True
+
+    def available_size(self) -> int:
+        return int(self.free_slots.numel())
+
+    def alloc(self, need_size: int) -> torch.Tensor:
+        """Take `need_size` free slots (lowest first after a clear). Raises KVCacheExhausted if short."""
+        if need_size > self.free_slots.numel():
+            raise KVCacheExhausted(
+                f"KV cache exhausted: asked for {need_size} slot(s), {self.free_slots.numel()} free "
+                f"of {self.size} (raise --max-total-tokens)"
+            )
+        taken = self.free_slots[:need_size]
+        self.free_slots = self.free_slots[need_size:]
+        self._is_free[taken] = False
+        return taken
+
+    def free(self, free_index: torch.Tensor) -> None:
+        if free_index.numel() == 0:
+            return
+        free_index = free_index.to(torch.int64).cpu()
+        if bool(self._is_free[free_index].any()) or int(free_index.min()) < 1:
+            bad = free_index[self._is_free[free_index] | (free_index < 1)].tolist()
+            raise ValueError(f"freeing KV slot(s) that are not allocated: {bad[:8]}")
+        if free_index.unique().numel() != free_index.numel():
+            raise ValueError("freeing the same KV slot twice in one call")
+        self._is_free[free_index] = True
+        self.free_slots = torch.cat((self.free_slots, free_index))
+
+    # ---- K/V access ------------------------------------------------------------------------------
+    def set_kv_buffer(self, layer_id: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        self.k_buffer[layer_id][loc] = k.to(self.dtype)
+        self.v_buffer[layer_id][loc] = v.to(self.dtype)
+
+    def get_kv_buffer(self, layer_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.k_buffer[layer_id], self.v_buffer[layer_id]
+
+    @staticmethod
+    def bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
+        return 2 * num_layers * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()

@@ -1,0 +1,336 @@
+"""A radix tree over token ids whose nodes own the KV slots of those tokens (page size 1).
+
+Requests that share a prompt prefix reuse the same KV slots instead of recomputing them. Every
+edge of the tree holds a run of token ids (`key`) and the KV slots computed for them (`value`).
+
+Ownership: a KV slot is owned either by the tree (it is in some node's `value`) or by a request
+(it is in that request's `req_to_token` row but not in the tree). `insert` hands the new tail of
+`value` to the tree; the caller frees its own copies of the part that was already cached.
+
+Caller contract for a request `req` (the scheduler keeps it):
+  1. On admission: `m = cache.match_prefix(req.origin_input_ids)`, then
+     `req.prefix_indices, req.last_node = m.device_indices, m.last_node` and
+     `cache.inc_lock_ref(m.last_node)`. The locked path is not evictable while `req` runs, and
+     the first `len(req.prefix_indices)` columns of its `req_to_token` row hold those slots.
+  2. After each prefill chunk: `cache.cache_unfinished_req(req)` (req keeps its request slot).
+  3. When it finishes: `cache.cache_finished_req(req)`. This frees the request slot, unlocks
+     `req.last_node` and sets `req.req_pool_idx = None`. The last sampled token must have no KV
+     slot allocated in the row (it was never run through the model).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from minisgl.mem_cache.memory_pool import ReqToTokenPool, TokenToKVPool
+
+
+class TreeNode:
+    """One edge of the radix tree: a run of tokens and the KV slots that hold them."""
+
+    def __init__(self, id: int, key: list[int] | None = None, value: torch.Tensor | None = None):
+        self.id = id
+        self.children: dict[int, TreeNode] = {}
+        self.parent: TreeNode | None = None
+        self.key: list[int] = key if key is not None else []
+        self.value: torch.Tensor = value if value is not None else torch.empty(0, dtype=torch.int64)
+        self.lock_ref = 0
+        self.last_access_time = 0
+
+    def __lt__(self, other: TreeNode) -> bool:
+        return (self.last_access_time, self.id) < (other.last_access_time, other.id)
+
+    def __repr__(self) -> str:
+        return f"TreeNode(id={self.id}, key={self.key}, lock_ref={self.lock_ref})"
+
+
+@dataclass
+class MatchResult:
+    """The cached prefix of a key: its KV slots in order, and the deepest node it ends on."""
+
+    device_indices: torch.Tensor
+    last_node: TreeNode
+
+
+class CacheReq(Protocol):
+    """The fields of a request that the caches read and write (duck-typed; any object will do)."""
+
+    origin_input_ids: list[int]
+    output_ids: list[int]
+    fill_ids: list[int]
+    req_pool_idx: int | None
+    prefix_indices: torch.Tensor
+    last_node: Any
+
+
+def _key_match(key0: list[int], key1: list[int]) -> int:
+    """Length of the common prefix of two token lists."""
+    i = 0
+    for a, b in zip(key0, key1):
+        if a != b:
+            break
+        i += 1
+    return i
+
+
+class RadixCache:
+    """Prefix cache shared by all requests; LRU-evicts unlocked leaves when KV slots run short."""
+
+    page_size = 1
+
+    def __init__(self, req_to_token_pool: ReqToTokenPool, token_to_kv_pool: TokenToKVPool):
+        self.req_to_token_pool = req_to_token_pool
+        self.token_to_kv_pool = token_to_kv_pool
+        self.device = req_to_token_pool.req_to_token.device
+        self._reset_state()
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    def _reset_state(self) -> None:
+        """Counters restart too, so replaying the same operations rebuilds an identical snapshot."""
+        self._next_id = 0
+        self._clock = 0
+        self.root_node = self._new_root()
+        self.evictable_size_ = 0
+        self.protected_size_ = 0
+
+    def _new_root(self) -> TreeNode:
+        root = self._new_node([], torch.empty(0, dtype=torch.int64, device=self.device))
+        root.lock_ref = 1
+        return root
+
+    def reset(self) -> None:
+        """Drop the whole tree and give its slots back to the KV pool; refuses while anything is locked."""
+        if self.protected_size_ > 0:
+            raise RuntimeError(
+                f"cannot flush the radix cache: {self.protected_size_} token(s) are locked "
+                "by running requests"
+            )
+        values = self.all_values()
+        if values.numel():
+            self.token_to_kv_pool.free(values)
+        self._reset_state()
+
+    def flush_cache(self) -> None:
+        """Same as reset(); the name the scheduler's /flush_cache endpoint uses."""
+        self.reset()
+
+    # ---- lookup and insertion --------------------------------------------------------------------
+    def match_prefix(self, key: list[int]) -> MatchResult:
+        """Longest cached prefix of `key`; splits a node so the match always ends on a node boundary."""
+        now = self._tick()
+        node = self.root_node
+        node.last_access_time = now
+        values: list[torch.Tensor] = []
+        while key and key[0] in node.children:
+            child = node.children[key[0]]
+            child.last_access_time = now
+            prefix_len = _key_match(child.key, key)
+            if prefix_len < len(child.key):
+                node = self._split_node(child, prefix_len)
+                values.append(node.value)
+                break
+            values.append(child.value)
+            node = child
+            key = key[prefix_len:]
+        indices = torch.cat(values) if values else torch.empty(0, dtype=torch.int64, device=self.device)
+        return MatchResult(device_indices=indices, last_node=node)
+
+    def insert(self, key: list[int], value: torch.Tensor) -> int:
+        """Add key -> value; returns how many leading tokens were already cached.
+
+        The tree takes ownership of value[returned:]; the caller still owns (and should free) its
+        own slots value[:returned], which duplicate ones the tree already holds.
+        """
+        if len(key) != value.numel():
+            raise ValueError(f"insert: {len(key)} token(s) but {value.numel()} KV slot(s)")
+        return self._insert_helper(self.root_node, list(key), value.to(torch.int64).clone(), self._tick())
+
+    def _insert_helper(self, node: TreeNode, key: list[int], value: torch.Tensor, now: int) -> int:
+        node.last_access_time = now
+        total_prefix_len = 0
+        while key and key[0] in node.children:
+            child = node.children[key[0]]
+            child.last_access_time = now
+            prefix_len = _key_match(child.key, key)
+            if prefix_len < len(child.key):
+                child = self._split_node(child, prefix_len)
+            total_prefix_len += prefix_len
+            node, key, value = child, key[prefix_len:], value[prefix_len:]
+        if key:
+            leaf = self._new_node(key, value)
+            leaf.parent = node
+            leaf.last_access_time = now
+            node.children[key[0]] = leaf
+            self.evictable_size_ += len(key)
+        return total_prefix_len
+
+    def _split_node(self, child: TreeNode, split_len: int) -> TreeNode:
+        """Cut `child` after split_len tokens; the new upper node inherits its lock count and parent."""
+        new_node = self._new_node(child.key[:split_len], child.value[:split_len])
+        new_node.parent = child.parent
+        new_node.lock_ref = child.lock_ref
+        new_node.last_access_time = child.last_access_time
+        new_node.children = {child.key[split_len]: child}
+        assert child.parent is not None
+        child.parent.children[child.key[0]] = new_node
+        child.parent = new_node
+        child.key = child.key[split_len:]
+        child.value = child.value[split_len:]
+        return new_node
+
+    # ---- locking ---------------------------------------------------------------------------------
+    def inc_lock_ref(self, node: TreeNode) -> int:
+        """Protect the path root -> node from eviction; returns the change in evictable_size."""
+        delta = 0
+        while node is not self.root_node:
+            if node.lock_ref == 0:
+                self.evictable_size_ -= len(node.key)
+                self.protected_size_ += len(node.key)
+                delta -= len(node.key)
+            node.lock_ref += 1
+            assert node.parent is not None
+            node = node.parent
+        return delta
+
+    def dec_lock_ref(self, node: TreeNode) -> int:
+        """Undo one inc_lock_ref(node); returns the change in evictable_size."""
+        delta = 0
+        while node is not self.root_node:
+            if node.lock_ref <= 0:
+                raise RuntimeError(f"dec_lock_ref on unlocked node {node.id}")
+            if node.lock_ref == 1:
+                self.evictable_size_ += len(node.key)
+                self.protected_size_ -= len(node.key)
+                delta += len(node.key)
+            node.lock_ref -= 1
+            assert node.parent is not None
+            node = node.parent
+        return delta
+
+    # ---- eviction --------------------------------------------------------------------------------
+    def evict(self, num_tokens: int) -> list[int]:
+        """Free at least num_tokens KV slots (if that many are evictable), least recently used leaf first."""
+        leaves = [n for n in self._collect_leaves() if n.lock_ref == 0]
+        heapq.heapify(leaves)
+        evicted: list[int] = []
+        while len(evicted) < num_tokens and leaves:
+            node = heapq.heappop(leaves)
+            self.token_to_kv_pool.free(node.value)
+            evicted.extend(node.value.tolist())
+            parent = self._delete_leaf(node)
+            if parent is not self.root_node and not parent.children and parent.lock_ref == 0:
+                heapq.heappush(leaves, parent)
+        return evicted
+
+    def _delete_leaf(self, node: TreeNode) -> TreeNode:
+        parent = node.parent
+        assert parent is not None
+        del parent.children[node.key[0]]
+        self.evictable_size_ -= len(node.key)
+        node.parent = None
+        return parent
+
+    def _collect_leaves(self) -> list[TreeNode]:
+        leaves, stack = [], [self.root_node]
+        while stack:
+            node = stack.pop()
+            if not node.children and node is not self.root_node:
+                leaves.append(node)
+            stack.extend(node.children.values())
+        return leaves
+
+    # ---- request lifecycle -----------------------------------------------------------------------
+    def cache_finished_req(self, req: CacheReq) -> None:
+        """Hand a finished request's KV to the tree, free its duplicates and its request slot, unlock it."""
+        assert req.req_pool_idx is not None
+        token_ids = (req.origin_input_ids + req.output_ids)[:-1]
+        kv_indices = self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(token_ids)]
+        new_prefix_len = self.insert(token_ids, kv_indices)
+        self.token_to_kv_pool.free(kv_indices[len(req.prefix_indices) : new_prefix_len])
+        self.req_to_token_pool.free(req.req_pool_idx)
+        self.dec_lock_ref(req.last_node)
+        req.req_pool_idx = None
+
+    def cache_unfinished_req(self, req: CacheReq) -> None:
+        """Cache the KV computed so far (chunked prefill) and re-point the request at the tree's slots."""
+        assert req.req_pool_idx is not None
+        token_ids = req.fill_ids
+        row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
+        kv_indices = row[: len(token_ids)].clone()
+        old_prefix_len = len(req.prefix_indices)
+        new_prefix_len = self.insert(token_ids, kv_indices)
+        self.token_to_kv_pool.free(kv_indices[old_prefix_len:new_prefix_len])
+
+        match = self.match_prefix(token_ids)
+        new_indices, new_last_node = match.device_indices, match.last_node
+        assert len(new_indices) == len(token_ids), "inserted tokens must all match"
+        row[old_prefix_len : len(new_indices)] = new_indices[old_prefix_len:]
+
+        self.dec_lock_ref(req.last_node)
+        self.inc_lock_ref(new_last_node)
+        req.prefix_indices = new_indices
+        req.last_node = new_last_node
+
+    # ---- sizes and inspection --------------------------------------------------------------------
+    def evictable_size(self) -> int:
+        return self.evictable_size_
+
+    def protected_size(self) -> int:
+        return self.protected_size_
+
+    def total_size(self) -> int:
+        return sum(len(n.key) for n in self._iter_nodes())
+
+    def all_values(self) -> torch.Tensor:
+        values = [n.value for n in self._iter_nodes() if n.value.numel()]
+        return torch.cat(values) if values else torch.empty(0, dtype=torch.int64, device=self.device)
+
+    def snapshot(self) -> dict:
+        """The tree as plain dicts and lists (children ordered by first token) for tests and trace diffs."""
+        return self._snapshot_helper(self.root_node)
+
+    def _snapshot_helper(self, node: TreeNode) -> dict:
+        return {
+            "id": node.id,
+            "key": list(node.key),
+            "value": node.value.tolist(),
+            "lock_ref": node.lock_ref,
+            "children": [self._snapshot_helper(node.children[t]) for t in sorted(node.children)],
+        }
+
+    def pretty_print(self) -> str:
+        lines: list[str] = []
+        self._print_helper(self.root_node, 0, lines)
+        lines.append(
+            f"#tokens: {self.total_size()}, evictable: {self.evictable_size_}, "
+            f"protected: {self.protected_size_}"
+        )
+        return "\n".join(lines)
+
+    def _print_helper(self, node: TreeNode, indent: int, lines: list[str]) -> None:
+        label = "root" if node is self.root_node else f"{node.key} -> {node.value.tolist()}"
+        lines.append(f"{' ' * indent}[{node.id}] {label} lock={node.lock_ref}")
+        for t in sorted(node.children):
+            self._print_helper(node.children[t], indent + 2, lines)
+
+    # ---- helpers ---------------------------------------------------------------------------------
+    def _iter_nodes(self) -> list[TreeNode]:
+        nodes, stack = [], [self.root_node]
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            stack.extend(node.children[t] for t in sorted(node.children, reverse=True))
+        return nodes
+
+    def _new_node(self, key: list[int], value: torch.Tensor) -> TreeNode:
+        node = TreeNode(self._next_id, key, value)
+        self._next_id += 1
+        return node
+
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock

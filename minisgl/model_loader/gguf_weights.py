@@ -1,0 +1,83 @@
+"""Read a llama.cpp GGUF file: metadata into ModelConfig, tensors dequantized under Hugging Face names."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from minisgl.configs.model_config import ModelConfig
+
+_LAYER_NAMES = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_TOP_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+_BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
+
+
+def _reader(path: Path):
+    import gguf
+
+    return gguf.GGUFReader(str(path))
+
+
+def _field_value(field):
+    try:
+        return field.contents()
+    except Exception:  # arrays of unknown type: not needed for the config
+        return None
+
+
+def read_gguf_config(path: Path) -> ModelConfig:
+    reader = _reader(path)
+    wanted = ("general.", "llama.", "tokenizer.ggml.eos_token_id")
+    fields = {k: _field_value(f) for k, f in reader.fields.items() if k.startswith(wanted)}
+    names = {t.name: t for t in reader.tensors}
+    vocab = int(names["token_embd.weight"].shape[-1])
+    return ModelConfig.from_gguf_fields(fields, vocab_size=vocab, has_output_weight="output.weight" in names)
+
+
+def hf_name(gguf_name: str) -> str | None:
+    if gguf_name in _TOP_NAMES:
+        return _TOP_NAMES[gguf_name]
+    m = _BLOCK.fullmatch(gguf_name)
+    if m and m.group(2) in _LAYER_NAMES:
+        return f"model.layers.{m.group(1)}.{_LAYER_NAMES[m.group(2)]}.{m.group(3)}"
+    return None
+
+
+def unpermute_rope(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's q/k row permutation (interleaved rope pairs -> rotate-half halves)."""
+    d = w.shape[0]
+    return w.reshape(n_heads, d // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def iter_gguf_weights(path: Path, config: ModelConfig) -> Iterator[tuple[str, torch.Tensor]]:
+    from gguf.quants import dequantize
+
+    for t in _reader(path).tensors:
+        name = hf_name(t.name)
+        if name is None:
+            continue
+        w = dequantize(t.data, t.tensor_type)
+        w = np.array(w, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])
+        if name.endswith("q_proj.weight"):
+            w = unpermute_rope(w, config.num_attention_heads)
+        elif name.endswith("k_proj.weight"):
+            w = unpermute_rope(w, config.num_key_value_heads)
+        yield name, torch.from_numpy(np.ascontiguousarray(w))

@@ -1,0 +1,142 @@
+"""Llama-family decoder (Llama, Qwen2, Qwen3), written for the engine's ForwardBatch.
+
+Rows of every request in the batch are flattened into one [num_rows, hidden] tensor; attention is
+the only place that needs to know which row belongs to which request.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import nn
+
+from minisgl.configs.model_config import ModelConfig
+from minisgl.layers.activation import SiluAndMul
+from minisgl.layers.layernorm import RMSNorm
+from minisgl.layers.logits_processor import LogitsProcessor
+from minisgl.layers.radix_attention import RadixAttention
+from minisgl.layers.rotary_embedding import RotaryEmbedding
+from minisgl.model_executor.forward_batch_info import ForwardBatch
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, config: ModelConfig, layer_id: int, rotary_emb: RotaryEmbedding):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        self.q_size = self.num_heads * self.head_dim
+        self.kv_size = self.num_kv_heads * self.head_dim
+        # q, k and v share one matmul: the fused weight is [q_size + 2 * kv_size, hidden]
+        self.qkv_proj = nn.Linear(config.hidden_size, self.q_size + 2 * self.kv_size, bias=config.attention_bias)
+        self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=False)
+        if config.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
+        else:
+            self.q_norm = self.k_norm = None
+        self.rotary_emb = rotary_emb
+        self.attn = RadixAttention(self.num_heads, self.head_dim, self.head_dim**-0.5, self.num_kv_heads, layer_id)
+
+    def forward(self, positions: torch.Tensor, hidden: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
+        q, k, v = self.qkv_proj(hidden).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = q.reshape(-1, self.num_heads, self.head_dim)
+        k = k.reshape(-1, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.rotary_emb(positions, q, k)
+        out = self.attn(q.flatten(1), k.flatten(1), v, forward_batch)
+        return self.o_proj(out)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.act_fn = SiluAndMul()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(self.act_fn(self.gate_up_proj(x)))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, config: ModelConfig, layer_id: int, rotary_emb: RotaryEmbedding):
+        super().__init__()
+        self.self_attn = LlamaAttention(config, layer_id, rotary_emb)
+        self.mlp = LlamaMLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, positions, hidden, forward_batch):
+        hidden = hidden + self.self_attn(positions, self.input_layernorm(hidden), forward_batch)
+        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        rotary = RotaryEmbedding(config.head_dim, config.max_position_embeddings, config.rope_theta, config.rope_scaling)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(config, i, rotary) for i in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+
+    def forward(self, input_ids, positions, forward_batch):
+        hidden = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            hidden = layer(positions, hidden, forward_batch)
+        return self.norm(hidden)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.model = LlamaModel(config)
+        self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.logits_processor = LogitsProcessor()
+
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
+        hidden = self.model(input_ids, positions, forward_batch)
+        weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+        return self.logits_processor(hidden, weight, forward_batch)
+
+    # Hugging Face checkpoint names -> (fused parameter, which shard)
+    _stacked = (("qkv_proj", "q_proj", 0), ("qkv_proj", "k_proj", 1), ("qkv_proj", "v_proj", 2),
+                ("gate_up_proj", "gate_proj", 0), ("gate_up_proj", "up_proj", 1))
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        params = dict(self.named_parameters())
+        loaded: set[str] = set()
+        for name, w in weights:
+            if "rotary_emb" in name:
+                continue
+            if name == "lm_head.weight" and self.lm_head is None:
+                continue
+            for fused, part, shard in self._stacked:
+                if f".{part}." in name:
+                    target = name.replace(part, fused)
+                    self._load_shard(params[target], w, part, shard)
+                    loaded.add(f"{target}#{shard}")
+                    break
+            else:
+                if name not in params:
+                    raise KeyError(f"unexpected weight {name!r} in checkpoint")
+                with torch.no_grad():
+                    params[name].copy_(w)
+                loaded.add(name)
+        missing = [n for n in params if n not in loaded and not any(k.startswith(n + "#") for k in loaded)]
+        if missing:
+            raise KeyError(f"weights missing from checkpoint: {missing[:5]}")
+
+    def _load_shard(self, param: torch.Tensor, w: torch.Tensor, part: str, shard: int) -> None:
+        attn = self.model.layers[0].self_attn
+        if part in ("q_proj", "k_proj", "v_proj"):
+            sizes = [attn.q_size, attn.kv_size, attn.kv_size]
+        else:
+            sizes = [self.config.intermediate_size] * 2
+        start = sum(sizes[:shard])
+        with torch.no_grad():
+            param[start : start + sizes[shard]].copy_(w)

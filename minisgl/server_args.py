@@ -1,0 +1,55 @@
+"""ServerArgs: every engine flag in one dataclass, with SGLang's flag names."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass
+class ServerArgs:
+    model: str | None = None  # .gguf file, Hugging Face folder, or None for the bundled SmolLM2
+    dtype: str = "auto"  # auto | bfloat16 | float16 | float32
+    device: str = "cpu"  # cpu | cuda | npu
+    max_total_tokens: int | None = None  # KV slots; None: derived from --mem-fraction-static
+    mem_fraction_static: float = 0.05  # share of free memory given to the KV pool when the above is None
+    max_running_requests: int = 64
+    context_length: int | None = None  # None: the model's own
+    random_seed: int = 0
+
+    def validate(self) -> None:
+        if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
+            raise ValueError(f"--dtype must be auto, bfloat16, float16 or float32, not {self.dtype!r}")
+        if self.device not in ("cpu", "cuda", "npu"):
+            raise ValueError(f"--device must be cpu, cuda or npu, not {self.device!r}")
+        if self.max_total_tokens is not None and self.max_total_tokens < 1:
+            raise ValueError(f"--max-total-tokens must be >= 1, not {self.max_total_tokens}")
+        if self.max_running_requests < 1:
+            raise ValueError(f"--max-running-requests must be >= 1, not {self.max_running_requests}")
+        if not 0 < self.mem_fraction_static < 1:
+            raise ValueError(f"--mem-fraction-static must be in (0, 1), not {self.mem_fraction_static}")
+
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser) -> None:
+        d = ServerArgs()
+        g = parser.add_argument_group("model and memory")
+        g.add_argument("--model", "--model-path", dest="model", default=d.model,
+                       help="a .gguf file or a Hugging Face folder (default: the bundled SmolLM2-135M-Instruct)")
+        g.add_argument("--dtype", default=d.dtype, choices=["auto", "bfloat16", "float16", "float32"],
+                       help="weights and KV dtype (auto: bfloat16 on cpu)")
+        g.add_argument("--device", default=d.device, choices=["cpu", "cuda", "npu"], help="where the model runs")
+        g.add_argument("--max-total-tokens", type=int, default=d.max_total_tokens,
+                       help="KV cache size in tokens (default: from --mem-fraction-static)")
+        g.add_argument("--mem-fraction-static", type=float, default=d.mem_fraction_static,
+                       help="share of free memory for the KV cache when --max-total-tokens is not given")
+        g.add_argument("--max-running-requests", type=int, default=d.max_running_requests,
+                       help="requests that may hold a request slot at once")
+        g.add_argument("--context-length", type=int, default=d.context_length,
+                       help="longest sequence (prompt + output); default: the model's")
+        g.add_argument("--random-seed", type=int, default=d.random_seed, help="seed for unseeded sampling")
+
+    @classmethod
+    def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in vars(args).items() if k in names})

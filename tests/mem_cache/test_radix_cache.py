@@ -1,0 +1,338 @@
+"""RadixCache against real pools: matching, splitting, locking, LRU eviction and slot accounting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minisgl.mem_cache.memory_pool import ReqToTokenPool, TokenToKVPool
+from minisgl.mem_cache.radix_cache import RadixCache, TreeNode
+
+KV_SIZE = 64
+
+
+@dataclass
+class Req:
+    origin_input_ids: list[int]
+    output_ids: list[int] = field(default_factory=list)
+    fill_ids: list[int] = field(default_factory=list)
+    req_pool_idx: int | None = None
+    prefix_indices: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.int64))
+    last_node: TreeNode | None = None
+
+
+def make_cache(kv_size: int = KV_SIZE) -> tuple[RadixCache, ReqToTokenPool, TokenToKVPool]:
+    req_pool = ReqToTokenPool(size=4, max_context_len=32)
+    kv_pool = TokenToKVPool(kv_size, num_layers=1, num_kv_heads=1, head_dim=2, dtype=torch.float32)
+    return RadixCache(req_pool, kv_pool), req_pool, kv_pool
+
+
+def insert_fresh(cache: RadixCache, kv_pool: TokenToKVPool, key: list[int]) -> int:
+    """Insert key with newly allocated slots and free the duplicates, as the scheduler would."""
+    value = kv_pool.alloc(len(key))
+    n = cache.insert(key, value)
+    kv_pool.free(value[:n])
+    return n
+
+
+def admit(cache: RadixCache, req_pool: ReqToTokenPool, kv_pool: TokenToKVPool, req: Req, upto: int) -> None:
+    """Match, lock, take a request slot and allocate KV for tokens [prefix, upto), like the scheduler."""
+    m = cache.match_prefix(req.origin_input_ids[:upto])
+    req.prefix_indices, req.last_node = m.device_indices, m.last_node
+    cache.inc_lock_ref(m.last_node)
+    req.req_pool_idx = req_pool.alloc(1)[0]
+    row = req_pool.req_to_token[req.req_pool_idx]
+    n = len(m.device_indices)
+    row[:n] = m.device_indices
+    row[n:upto] = kv_pool.alloc(upto - n)
+
+
+def assert_accounting(cache: RadixCache, kv_pool: TokenToKVPool, held: int = 0) -> None:
+    assert kv_pool.available_size() + cache.total_size() + held == kv_pool.size
+    assert cache.evictable_size() + cache.protected_size() == cache.total_size()
+    values = cache.all_values()
+    assert values.unique().numel() == values.numel()
+
+
+def test_match_on_empty_tree():
+    cache, _, _ = make_cache()
+    m = cache.match_prefix([1, 2, 3])
+    assert m.device_indices.dtype == torch.int64 and m.device_indices.numel() == 0
+    assert m.last_node is cache.root_node
+    assert cache.match_prefix([]).last_node is cache.root_node
+    assert cache.total_size() == 0 and cache.all_values().numel() == 0
+
+
+def test_insert_then_exact_partial_and_longer_match():
+    cache, _, kv_pool = make_cache()
+    value = kv_pool.alloc(4)
+    assert cache.insert([1, 2, 3, 4], value) == 0
+    assert cache.match_prefix([1, 2, 3, 4]).device_indices.tolist() == value.tolist()
+    assert cache.match_prefix([1, 2, 3, 4, 5, 6]).device_indices.tolist() == value.tolist()
+    assert cache.match_prefix([1, 2, 9]).device_indices.tolist() == value[:2].tolist()
+    assert cache.match_prefix([7]).device_indices.numel() == 0
+    assert cache.total_size() == 4 and cache.evictable_size() == 4
+
+
+def test_match_splits_node():
+    cache, _, kv_pool = make_cache()
+    value = kv_pool.alloc(4)
+    cache.insert([1, 2, 3, 4], value)
+    m = cache.match_prefix([1, 2, 8])
+    assert m.last_node.key == [1, 2]
+    assert m.last_node.value.tolist() == value[:2].tolist()
+    (child,) = m.last_node.children.values()
+    assert child.key == [3, 4] and child.parent is m.last_node
+    snap = cache.snapshot()
+    assert snap["children"][0]["key"] == [1, 2]
+    assert snap["children"][0]["children"][0]["key"] == [3, 4]
+    assert cache.total_size() == 4 and cache.evictable_size() == 4
+
+
+def test_insert_returns_already_present_length():
+    cache, _, kv_pool = make_cache()
+    assert insert_fresh(cache, kv_pool, [1, 2, 3]) == 0
+    assert insert_fresh(cache, kv_pool, [1, 2, 3, 4, 5]) == 3
+    assert insert_fresh(cache, kv_pool, [1, 2, 9]) == 2
+    assert insert_fresh(cache, kv_pool, [1, 2]) == 2
+    assert cache.total_size() == 6
+    assert [c["key"] for c in cache.snapshot()["children"][0]["children"]] == [[3], [9]]
+    assert_accounting(cache, kv_pool)
+
+
+def test_insert_does_not_alias_the_callers_tensor():
+    cache, _, kv_pool = make_cache()
+    value = kv_pool.alloc(3)
+    expected = value.tolist()
+    cache.insert([1, 2, 3], value)
+    value.fill_(0)
+    assert cache.all_values().tolist() == expected
+
+
+def test_lock_prevents_eviction_and_counters_are_exact():
+    cache, _, kv_pool = make_cache()
+    insert_fresh(cache, kv_pool, [1, 2, 3, 4])
+    insert_fresh(cache, kv_pool, [1, 2, 5])
+    node = cache.match_prefix([1, 2, 3, 4]).last_node
+    assert cache.inc_lock_ref(node) == -4
+    assert cache.protected_size() == 4 and cache.evictable_size() == 1
+    assert cache.inc_lock_ref(node) == 0
+    assert len(cache.evict(100)) == 1
+    assert cache.total_size() == 4 and cache.evictable_size() == 0
+    assert cache.dec_lock_ref(node) == 0
+    assert cache.evict(100) == []
+    assert cache.dec_lock_ref(node) == 4
+    assert cache.protected_size() == 0 and cache.evictable_size() == 4
+    assert len(cache.evict(100)) == 4
+    assert_accounting(cache, kv_pool)
+    with pytest.raises(RuntimeError):
+        cache.dec_lock_ref(node)
+
+
+def test_evict_frees_exactly_its_slots():
+    cache, _, kv_pool = make_cache()
+    insert_fresh(cache, kv_pool, [1, 2, 3])
+    insert_fresh(cache, kv_pool, [4, 5])
+    before = kv_pool.available_size()
+    evicted = cache.evict(1)
+    assert len(evicted) in (2, 3)
+    assert kv_pool.available_size() == before + len(evicted)
+    assert set(evicted).isdisjoint(cache.all_values().tolist())
+    assert_accounting(cache, kv_pool)
+
+
+def test_lru_order_and_parent_becomes_candidate():
+    cache, _, kv_pool = make_cache()
+    insert_fresh(cache, kv_pool, [1, 2, 3])
+    insert_fresh(cache, kv_pool, [1, 2, 4])
+    insert_fresh(cache, kv_pool, [7, 8])
+    seven = cache.match_prefix([7, 8]).device_indices.tolist()
+    leaf4 = cache.match_prefix([1, 2, 4]).last_node.value.tolist()
+    leaf3 = cache.match_prefix([1, 2, 3]).last_node.value.tolist()
+    shared = cache.match_prefix([1, 2]).device_indices.tolist()
+    assert cache.evict(1) == seven
+    assert cache.evict(1) == leaf4
+    assert cache.evict(2) == leaf3 + shared
+    assert cache.total_size() == 0
+    assert kv_pool.available_size() == kv_pool.size
+
+
+def test_eviction_is_deterministic():
+    def run() -> tuple[list[int], dict]:
+        cache, _, kv_pool = make_cache()
+        for key in ([1, 2, 3], [1, 2, 4], [5], [6, 7], [1, 9]):
+            insert_fresh(cache, kv_pool, key)
+        return cache.evict(3), cache.snapshot()
+
+    assert run() == run()
+
+
+def test_cache_finished_req_two_requests_sharing_prefix():
+    cache, req_pool, kv_pool = make_cache()
+    a = Req(origin_input_ids=[1, 2, 3, 4], output_ids=[10, 11])
+    b = Req(origin_input_ids=[1, 2, 3, 5], output_ids=[20])
+    admit(cache, req_pool, kv_pool, a, upto=5)
+    admit(cache, req_pool, kv_pool, b, upto=4)
+    assert len(b.prefix_indices) == 0
+    cache.cache_finished_req(a)
+    assert a.req_pool_idx is None
+    assert cache.total_size() == 5
+    cache.cache_finished_req(b)
+    assert cache.total_size() == 5 + 1
+    assert req_pool.available_size() == req_pool.size
+    assert cache.protected_size() == 0
+    assert_accounting(cache, kv_pool)
+
+    c = Req(origin_input_ids=[1, 2, 3, 4, 10, 11, 12], output_ids=[30])
+    admit(cache, req_pool, kv_pool, c, upto=7)
+    assert len(c.prefix_indices) == 5
+    assert cache.protected_size() == 5
+    cache.cache_finished_req(c)
+    assert cache.protected_size() == 0 and cache.total_size() == 8
+    assert_accounting(cache, kv_pool)
+
+
+def test_cache_unfinished_then_finished_chunked_prefill():
+    cache, req_pool, kv_pool = make_cache()
+    other = Req(origin_input_ids=[1, 2, 3, 4, 5, 6, 7], output_ids=[8])
+    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    req = Req(origin_input_ids=prompt)
+
+    admit(cache, req_pool, kv_pool, req, upto=4)
+    req.fill_ids = prompt[:4]
+    admit(cache, req_pool, kv_pool, other, upto=7)
+    cache.cache_finished_req(other)
+    cache.cache_unfinished_req(req)
+    assert len(req.prefix_indices) == 4
+    assert req.last_node.lock_ref == 1
+    assert cache.protected_size() == 4
+    assert_accounting(cache, kv_pool, held=0)
+
+    row = req_pool.req_to_token[req.req_pool_idx]
+    row[4:10] = kv_pool.alloc(6)
+    req.fill_ids = prompt
+    cache.cache_unfinished_req(req)
+    tree_slots = cache.match_prefix(prompt).device_indices
+    assert req.prefix_indices.tolist() == tree_slots.tolist() == row[:10].tolist()
+    assert cache.protected_size() == 10
+    assert_accounting(cache, kv_pool)
+
+    req.output_ids = [42]
+    cache.cache_finished_req(req)
+    assert req.req_pool_idx is None
+    assert req_pool.available_size() == req_pool.size
+    assert cache.protected_size() == 0 and cache.total_size() == 10
+    assert_accounting(cache, kv_pool)
+
+
+def test_cache_unfinished_req_adopts_slots_inserted_by_another_request():
+    cache, req_pool, kv_pool = make_cache()
+    a = Req(origin_input_ids=[1, 2, 3, 4])
+    b = Req(origin_input_ids=[1, 2, 3, 4])
+    admit(cache, req_pool, kv_pool, a, upto=4)
+    admit(cache, req_pool, kv_pool, b, upto=4)
+    a.fill_ids = b.fill_ids = [1, 2, 3, 4]
+    cache.cache_unfinished_req(a)
+    cache.cache_unfinished_req(b)
+    assert b.prefix_indices.tolist() == a.prefix_indices.tolist()
+    assert req_pool.req_to_token[b.req_pool_idx, :4].tolist() == a.prefix_indices.tolist()
+    assert cache.protected_size() == 4 and cache.match_prefix([1, 2, 3, 4]).last_node.lock_ref == 2
+    assert_accounting(cache, kv_pool)
+
+
+def test_flush_frees_everything_and_refuses_when_locked():
+    cache, _, kv_pool = make_cache()
+    insert_fresh(cache, kv_pool, [1, 2, 3])
+    insert_fresh(cache, kv_pool, [1, 4])
+    node = cache.match_prefix([1, 4]).last_node
+    cache.inc_lock_ref(node)
+    with pytest.raises(RuntimeError, match="locked"):
+        cache.flush_cache()
+    cache.dec_lock_ref(node)
+    cache.flush_cache()
+    assert kv_pool.available_size() == kv_pool.size
+    assert cache.total_size() == 0 and cache.evictable_size() == 0
+    assert cache.snapshot() == {"id": 0, "key": [], "value": [], "lock_ref": 1, "children": []}
+    insert_fresh(cache, kv_pool, [5])
+    cache.reset()
+    assert kv_pool.available_size() == kv_pool.size
+
+
+def test_pretty_print_mentions_every_node():
+    cache, _, kv_pool = make_cache()
+    insert_fresh(cache, kv_pool, [1, 2, 3])
+    insert_fresh(cache, kv_pool, [1, 2, 4])
+    text = cache.pretty_print()
+    assert "root" in text and "[3]" in text and "[4]" in text and "#tokens: 4" in text
+
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("insert"), st.lists(st.integers(0, 3), min_size=1, max_size=6)),
+        st.tuples(st.just("match"), st.lists(st.integers(0, 3), max_size=6)),
+        st.tuples(st.just("lock"), st.lists(st.integers(0, 3), max_size=6)),
+        st.tuples(st.just("unlock"), st.integers(0, 7)),
+        st.tuples(st.just("evict"), st.integers(0, 8)),
+        st.tuples(st.just("hold"), st.integers(1, 4)),
+        st.tuples(st.just("release"), st.integers(0, 7)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops)
+def test_random_operations_never_lose_or_double_free_a_slot(operations):
+    cache, _, kv_pool = make_cache(kv_size=48)
+    locks: list[TreeNode] = []
+    held: list[torch.Tensor] = []
+    for op, arg in operations:
+        if op == "insert":
+            if kv_pool.available_size() < len(arg):
+                cache.evict(len(arg) - kv_pool.available_size())
+            if kv_pool.available_size() < len(arg):
+                continue
+            value = kv_pool.alloc(len(arg))
+            n = cache.insert(arg, value)
+            assert cache.match_prefix(arg).device_indices[n:].tolist() == value[n:].tolist()
+            kv_pool.free(value[:n])
+        elif op == "match":
+            m = cache.match_prefix(arg)
+            assert m.device_indices.numel() <= len(arg)
+        elif op == "lock":
+            node = cache.match_prefix(arg).last_node
+            cache.inc_lock_ref(node)
+            locks.append(node)
+        elif op == "unlock" and locks:
+            cache.dec_lock_ref(locks.pop(arg % len(locks)))
+        elif op == "evict":
+            before = kv_pool.available_size()
+            protected = set(
+                torch.cat([cache.match_prefix([]).device_indices] + [_path(n) for n in locks]).tolist()
+            )
+            evicted = cache.evict(arg)
+            assert kv_pool.available_size() == before + len(evicted)
+            assert protected.isdisjoint(evicted)
+        elif op == "hold" and kv_pool.available_size() >= arg:
+            held.append(kv_pool.alloc(arg))
+        elif op == "release" and held:
+            kv_pool.free(held.pop(arg % len(held)))
+        assert_accounting(cache, kv_pool, held=sum(h.numel() for h in held))
+    for node in locks:
+        cache.dec_lock_ref(node)
+    for h in held:
+        kv_pool.free(h)
+    cache.flush_cache()
+    assert kv_pool.available_size() == kv_pool.size
+
+
+def _path(node: TreeNode) -> torch.Tensor:
+    values = []
+    while node.parent is not None:
+        values.append(node.value)
+        node = node.parent
+    return torch.cat(values) if values else torch.empty(0, dtype=torch.int64)
