@@ -65,9 +65,10 @@ def _decode_window(tokenizer: Tokenizer, status: DecodeStatus, skip_special_toke
 
     Decoding from `surr_offset`, not `read_offset`, keeps tokenizers that drop a leading space right.
     """
-    ids = status.decode_ids
-    surr_text = tokenizer.decode(ids[status.surr_offset : status.read_offset], skip_special_tokens=skip_special_tokens)
-    full_text = tokenizer.decode(ids[status.surr_offset :], skip_special_tokens=skip_special_tokens)
+    window = status.decode_ids[status.surr_offset :]
+    unread_start = status.read_offset - status.surr_offset
+    surr_text = tokenizer.decode(window[:unread_start], skip_special_tokens=skip_special_tokens)
+    full_text = tokenizer.decode(window, skip_special_tokens=skip_special_tokens)
     return surr_text, full_text
 
 
@@ -113,13 +114,13 @@ def apply_stop_strings(text: str, stop_strs: Sequence[str], *, finished: bool) -
     """Split `text` into (send now, hold for next step, stop found).
 
     `text` starts with the previous step's held tail, so a stop string split across steps is still seen.
+    A stop found after the start of a longer, still-growing candidate must wait: that one may come first.
     """
+    held_from = len(text) - (0 if finished else stop_prefix_len(text, stop_strs))
     cut = find_stop(text, stop_strs)
-    if cut >= 0:
+    if 0 <= cut <= held_from:
         return text[:cut], "", True
-    keep = 0 if finished else stop_prefix_len(text, stop_strs)
-    split = len(text) - keep
-    return text[:split], text[split:], False
+    return text[:held_from], text[held_from:], False
 
 
 def decode_incremental(
@@ -139,7 +140,9 @@ def decode_incremental(
     if status.stopped:
         return DecodeStep("", HeldBack(), False, status.read_offset, status.surr_offset)
 
-    new_text = take_complete_text(tokenizer, status, finished=finished, skip_special_tokens=skip_special_tokens)
+    new_text = take_complete_text(
+        tokenizer, status, finished=finished, skip_special_tokens=skip_special_tokens
+    )
     stops = [s for s in stop_strs if s]
     delta, status.stop_pending, trimmed = apply_stop_strings(
         status.stop_pending + new_text, stops, finished=finished

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from minisgl.sampling.sampling_params import MAX_SEED, MAX_STOP_STRS
+
 FinishReason = Literal["stop", "length", "abort"]
+StopStr = Annotated[str, Field(min_length=1)]
+TokenId = Annotated[int, Field(ge=0)]
 
 
 def _now() -> int:
@@ -25,7 +29,7 @@ def _new_id() -> str:
 class RequestModel(BaseModel):
     """Base for what clients send: strict types so mistakes fail loudly, unknown fields dropped."""
 
-    model_config = ConfigDict(strict=True, extra="ignore")
+    model_config = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
 
 
 class ContentPart(RequestModel):
@@ -61,8 +65,8 @@ class SamplingRequest(RequestModel):
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     top_k: int | None = Field(default=None, ge=-1)
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
-    seed: int | None = None
-    stop: str | list[str] | None = None
+    seed: int | None = Field(default=None, ge=0, lt=MAX_SEED)
+    stop: StopStr | Annotated[list[StopStr], Field(max_length=MAX_STOP_STRS)] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = 1
@@ -76,21 +80,21 @@ class SamplingRequest(RequestModel):
     @classmethod
     def _top_k_not_zero(cls, value: int | None) -> int | None:
         if value == 0:
-            raise ValueError("top_k must be -1 (no limit) or at least 1")
+            raise ValueError("must be -1 (no limit) or at least 1")
         return value
 
     @field_validator("n")
     @classmethod
     def _only_one_choice(cls, value: int) -> int:
         if value != 1:
-            raise ValueError(f"n={value} is not supported: minisgl returns exactly one choice (n must be 1)")
+            raise ValueError(f"only n=1 is supported, got {value}: minisgl returns exactly one choice")
         return value
 
     @field_validator("presence_penalty", "frequency_penalty")
     @classmethod
     def _no_penalties(cls, value: float) -> float:
         if value != 0:
-            raise ValueError("penalties are not supported by minisgl: the value must be 0")
+            raise ValueError("penalties are not supported by minisgl, so the value must be 0")
         return value
 
 
@@ -104,7 +108,7 @@ class ChatCompletionRequest(SamplingRequest):
 class CompletionRequest(SamplingRequest):
     """POST /v1/completions with a single prompt, given as text or as token ids."""
 
-    prompt: str | list[int] | list[str]
+    prompt: str | list[TokenId] | list[str]
 
     @field_validator("prompt")
     @classmethod
@@ -114,7 +118,7 @@ class CompletionRequest(SamplingRequest):
                 raise ValueError(f"got {len(value)} prompts; minisgl takes one prompt per request")
             value = value[0]
         if not value:
-            raise ValueError("prompt must not be empty")
+            raise ValueError("must not be empty")
         return value
 
 
@@ -143,7 +147,7 @@ class GenerateReqInput(RequestModel):
 
     rid: str = Field(default_factory=_new_id)
     text: str | None = None
-    input_ids: list[int] | None = None
+    input_ids: list[TokenId] | None = None
     sampling_params: dict[str, Any] = Field(default_factory=dict)
     stream: bool = False
 
@@ -292,7 +296,7 @@ class ErrorResponse(BaseModel):
 
 
 def _is_union_tag(part: str) -> bool:
-    """Pydantic puts the union member it tried ("str", "list[int]") into the error location; it is no field."""
+    """Pydantic puts the union member it tried ("str", "list[int]") into an error's location; no field."""
     return part in {"str", "int", "float", "bool"} or not part.isidentifier()
 
 
@@ -314,16 +318,18 @@ def _param_path(loc: tuple[int | str, ...]) -> str | None:
 def format_validation_error(exc: ValidationError) -> ErrorResponse:
     """One clear message for the first bad field, naming it in `param`.
 
-    A union field fails once per member; the deepest failure is where the input really went wrong, and
-    failures at that same place are joined ("Input should be a valid string or a valid list").
+    A union field fails once per member: the deepest failure is where the input really went wrong, a
+    broken rule beats "wrong type" from members that never matched, and what is left is joined with "or".
     """
-    locs = [_field_loc(error["loc"]) for error in exc.errors()]
-    same_field = [loc for loc in locs if loc[:1] == locs[0][:1]]
-    deepest = max(same_field, key=len)
+    errors = exc.errors()
+    locs = [_field_loc(error["loc"]) for error in errors]
+    deepest = max((loc for loc in locs if loc[:1] == locs[0][:1]), key=len)
+    here = [error for loc, error in zip(locs, errors) if loc == deepest]
+    rules = [error for error in here if not error["type"].endswith("_type")]
     messages: list[str] = []
-    for loc, error in zip(locs, exc.errors()):
+    for error in rules or here:
         msg = error["msg"].removeprefix("Value error, ")
-        if loc == deepest and msg not in messages:
+        if msg not in messages:
             messages.append(msg)
     joined = messages[0] + "".join(f" or {m.removeprefix('Input should be ')}" for m in messages[1:])
     param = _param_path(deepest)

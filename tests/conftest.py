@@ -1,0 +1,62 @@
+"""Shared fixtures: the real bundled model, loaded once per test session."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
+
+CHAT_PROMPTS = [
+    "What is the capital of China?",
+    "Write a haiku about the sea.",
+    "Explain what a KV cache is in one sentence.",
+    "List three prime numbers.",
+    "Who wrote Romeo and Juliet? Answer briefly, then tell me one more play by the same author.",
+]
+
+
+@pytest.fixture(scope="session")
+def bundled_source():
+    return resolve_model(None)
+
+
+@pytest.fixture(scope="session")
+def model_config(bundled_source):
+    return load_model_config(bundled_source)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(bundled_source):
+    return load_tokenizer(bundled_source)
+
+
+@pytest.fixture(scope="session")
+def chat_prompt_ids(tokenizer):
+    return [
+        list(tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                           tokenize=True, return_dict=False))
+        for p in CHAT_PROMPTS
+    ]
+
+
+@pytest.fixture(scope="session")
+def hf_model_fp32(bundled_source):
+    """transformers' own Llama on the same GGUF weights: the outside referee for greedy tokens."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        str(bundled_source.path.parent), gguf_file=bundled_source.path.name, dtype=torch.float32
+    )
+    model.generation_config.eos_token_id = None  # run every request the full length
+    model.generation_config.pad_token_id = 2
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def runner_fp32(bundled_source, model_config):
+    from minisgl.model_executor.model_runner import ModelRunner
+    from minisgl.server_args import ServerArgs
+
+    return ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", max_total_tokens=4096,
+                                                                max_running_requests=16))
