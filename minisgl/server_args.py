@@ -17,6 +17,17 @@ class ServerArgs:
     max_running_requests: int = 64
     context_length: int | None = None  # None: the model's own
     random_seed: int = 0
+    # scheduler
+    chunked_prefill_size: int | None = 512  # rows one prompt may take per round; None or -1: no chunking
+    max_prefill_tokens: int = 4096  # prefill rows per round, over all admitted requests
+    schedule_policy: str = "fcfs"  # fcfs | lpm (longest cached prefix first)
+    disable_radix_cache: bool = False
+    enable_mixed_chunk: bool = False
+    stream_interval: int = 1
+
+    def __post_init__(self) -> None:
+        if self.chunked_prefill_size is not None and self.chunked_prefill_size <= 0:
+            self.chunked_prefill_size = None
 
     def validate(self) -> None:
         if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
@@ -29,6 +40,12 @@ class ServerArgs:
             raise ValueError(f"--max-running-requests must be >= 1, not {self.max_running_requests}")
         if not 0 < self.mem_fraction_static < 1:
             raise ValueError(f"--mem-fraction-static must be in (0, 1), not {self.mem_fraction_static}")
+        if self.max_prefill_tokens < 1:
+            raise ValueError(f"--max-prefill-tokens must be >= 1, not {self.max_prefill_tokens}")
+        if self.schedule_policy not in ("fcfs", "lpm"):
+            raise ValueError(f"--schedule-policy must be fcfs or lpm, not {self.schedule_policy!r}")
+        if self.stream_interval < 1:
+            raise ValueError(f"--stream-interval must be >= 1, not {self.stream_interval}")
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +65,18 @@ class ServerArgs:
         g.add_argument("--context-length", type=int, default=d.context_length,
                        help="longest sequence (prompt + output); default: the model's")
         g.add_argument("--random-seed", type=int, default=d.random_seed, help="seed for unseeded sampling")
+        g = parser.add_argument_group("scheduler")
+        g.add_argument("--chunked-prefill-size", type=int, default=d.chunked_prefill_size,
+                       help="most prompt rows one request may run per round; -1 disables chunking")
+        g.add_argument("--max-prefill-tokens", type=int, default=d.max_prefill_tokens,
+                       help="most prefill rows per round, over all admitted requests")
+        g.add_argument("--schedule-policy", default=d.schedule_policy, choices=["fcfs", "lpm"],
+                       help="order of the waiting queue: first come first served, or longest cached prefix")
+        g.add_argument("--disable-radix-cache", action="store_true", help="no prefix sharing between requests")
+        g.add_argument("--enable-mixed-chunk", action="store_true",
+                       help="let running requests' decode steps ride along in prefill rounds (MIXED)")
+        g.add_argument("--stream-interval", type=int, default=d.stream_interval,
+                       help="send streamed tokens every N tokens")
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:

@@ -27,6 +27,7 @@ VOCAB = 1000
         ({"min_p": -0.01}, "min_p"),
         ({"min_p": 1.01}, "min_p"),
         ({"max_new_tokens": -1}, "max_new_tokens"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
         ({"max_new_tokens": 3.5}, "max_new_tokens"),
         ({"max_new_tokens": False}, "max_new_tokens"),
         ({"seed": -1}, "seed"),
@@ -52,7 +53,7 @@ def test_verify_rejects_bad_values(kwargs: dict, field: str) -> None:
 def test_verify_accepts_edges() -> None:
     for kwargs in (
         {},
-        {"temperature": 0, "top_p": 1, "top_k": 1, "min_p": 1, "max_new_tokens": 0},
+        {"temperature": 0, "top_p": 1, "top_k": 1, "min_p": 1, "max_new_tokens": 1},
         {"seed": 0, "stop": "x", "stop_token_ids": [0, 2]},
         {"seed": 2**63 - 1, "stop": [f"s{i}" for i in range(16)]},
     ):

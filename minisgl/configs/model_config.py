@@ -28,7 +28,8 @@ class ModelConfig:
     rope_theta: float
     max_position_embeddings: int
     tie_word_embeddings: bool
-    attention_bias: bool = False
+    attention_bias: bool = False  # biases on q_proj, k_proj, v_proj
+    o_proj_bias: bool = False  # a bias on o_proj too (Llama's and Qwen3's attention_bias; never Qwen2)
     qk_norm: bool = False
     rope_scaling: dict[str, Any] | None = None
     eos_token_ids: list[int] = field(default_factory=list)
@@ -81,6 +82,7 @@ class ModelConfig:
         rope_scaling = cfg.get("rope_scaling")
         if rope_scaling is None and rope.get("rope_type", "default") != "default":
             rope_scaling = rope
+        attention_bias = bool(cfg.get("attention_bias", False))
         return cls(
             architecture=arch,
             hidden_size=cfg["hidden_size"],
@@ -94,7 +96,8 @@ class ModelConfig:
             rope_theta=float(rope_theta),
             max_position_embeddings=cfg.get("max_position_embeddings", 2048),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-            attention_bias=arch == "Qwen2ForCausalLM" or bool(cfg.get("attention_bias", False)),
+            attention_bias=arch == "Qwen2ForCausalLM" or attention_bias,
+            o_proj_bias=attention_bias,
             qk_norm=arch == "Qwen3ForCausalLM",
             rope_scaling=rope_scaling,
             eos_token_ids=_hf_eos_ids(folder, cfg),

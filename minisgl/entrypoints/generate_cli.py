@@ -35,15 +35,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace, server_args: ServerArgs) -> int:
-    from minisgl.model_executor.model_runner import ModelRunner
-    from minisgl.model_executor.static_generate import greedy_generate
     from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
 
     if server_args.max_total_tokens is None:
         server_args.max_total_tokens = 4096
     t0 = time.perf_counter()
+    # a bad --model fails here, before torch, transformers or the tokenizer are loaded
     source = resolve_model(server_args.model)
     config = load_model_config(source)
+    from minisgl.model_executor.model_runner import ModelRunner
+    from minisgl.model_executor.static_generate import greedy_generate
+
     tokenizer = load_tokenizer(source)
     runner = ModelRunner(config, source, server_args)
     t_load = time.perf_counter() - t0

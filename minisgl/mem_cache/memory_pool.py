@@ -27,6 +27,8 @@ class ReqToTokenPool:
         return len(self.free_slots)
 
     def alloc(self, need_size: int = 1) -> list[int]:
+        if need_size < 0:
+            raise ValueError(f"cannot allocate {need_size} request slots")
         if need_size > len(self.free_slots):
             raise KVCacheExhausted(
                 f"request pool exhausted: asked for {need_size} request slot(s), {len(self.free_slots)} free "
@@ -36,10 +38,12 @@ class ReqToTokenPool:
         return taken
 
     def free(self, req_pool_idx: int | list[int]) -> None:
-        idxs = [req_pool_idx] if isinstance(req_pool_idx, int) else list(req_pool_idx)
+        idxs = [int(req_pool_idx)] if isinstance(req_pool_idx, int) else [int(i) for i in req_pool_idx]
         for i in idxs:
             if not 0 <= i < self.size or i in self.free_slots:
                 raise ValueError(f"request slot {i} is not allocated")
+        if len(set(idxs)) != len(idxs):
+            raise ValueError(f"freeing the same request slot twice in one call: {idxs}")
         self.free_slots.extend(idxs)
 
     def clear(self) -> None:
@@ -83,6 +87,8 @@ class TokenToKVPool:
 
     def alloc(self, need_size: int) -> torch.Tensor:
         """Take `need_size` free slots (lowest first after a clear). Raises KVCacheExhausted if short."""
+        if need_size < 0:
+            raise ValueError(f"cannot allocate {need_size} KV slots")
         if need_size > self.free_slots.numel():
             raise KVCacheExhausted(
                 f"KV cache exhausted: asked for {need_size} slot(s), {self.free_slots.numel()} free "
@@ -96,10 +102,13 @@ class TokenToKVPool:
     def free(self, free_index: torch.Tensor) -> None:
         if free_index.numel() == 0:
             return
-        free_index = free_index.to(torch.int64).cpu()
-        if bool(self._is_free[free_index].any()) or int(free_index.min()) < 1:
-            bad = free_index[self._is_free[free_index] | (free_index < 1)].tolist()
-            raise ValueError(f"freeing KV slot(s) that are not allocated: {bad[:8]}")
+        free_index = free_index.to(torch.int64).cpu().flatten()
+        # outside 1..size first: a negative index would wrap around in _is_free, a large one overflow it
+        bad = free_index[(free_index < 1) | (free_index > self.size)]
+        if bad.numel() == 0:
+            bad = free_index[self._is_free[free_index]]
+        if bad.numel():
+            raise ValueError(f"freeing KV slot(s) that are not allocated: {bad.tolist()[:8]}")
         if free_index.unique().numel() != free_index.numel():
             raise ValueError("freeing the same KV slot twice in one call")
         self._is_free[free_index] = True

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
-import torch
 
-from minisgl.configs.model_config import ModelConfig
+from minisgl.configs.model_config import ModelConfig, UnsupportedModel
+from minisgl.model_loader.bundled import ModelNotFound
+
+if TYPE_CHECKING:
+    import torch
 
 _LAYER_NAMES = {
     "attn_norm": "input_layernorm",
@@ -33,7 +36,10 @@ _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 def _reader(path: Path):
     import gguf
 
-    return gguf.GGUFReader(str(path))
+    try:
+        return gguf.GGUFReader(str(path))
+    except Exception as e:  # the reader fails in many ways on a damaged file (bad magic, short read, ...)
+        raise ModelNotFound(f"{path} is not a readable GGUF file ({type(e).__name__}: {e})") from e
 
 
 def _field_value(field):
@@ -48,8 +54,11 @@ def read_gguf_config(path: Path) -> ModelConfig:
     wanted = ("general.", "llama.", "tokenizer.ggml.eos_token_id")
     fields = {k: _field_value(f) for k, f in reader.fields.items() if k.startswith(wanted)}
     names = {t.name: t for t in reader.tensors}
-    vocab = int(names["token_embd.weight"].shape[-1])
-    return ModelConfig.from_gguf_fields(fields, vocab_size=vocab, has_output_weight="output.weight" in names)
+    try:
+        vocab = int(names["token_embd.weight"].shape[-1])
+        return ModelConfig.from_gguf_fields(fields, vocab_size=vocab, has_output_weight="output.weight" in names)
+    except KeyError as e:  # a tensor or metadata field that a llama GGUF always has
+        raise UnsupportedModel(f"{path}: not a complete llama GGUF model, it has no {e.args[0]!r}") from None
 
 
 def hf_name(gguf_name: str) -> str | None:
@@ -68,6 +77,7 @@ def unpermute_rope(w: np.ndarray, n_heads: int) -> np.ndarray:
 
 
 def iter_gguf_weights(path: Path, config: ModelConfig) -> Iterator[tuple[str, torch.Tensor]]:
+    import torch
     from gguf.quants import dequantize
 
     for t in _reader(path).tensors:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
-
-import torch
+from typing import TYPE_CHECKING, Iterator
 
 from minisgl.configs.model_config import ModelConfig
 from minisgl.model_loader.bundled import ModelNotFound, bundled_model_path
+
+if TYPE_CHECKING:  # torch is imported where weights are read: a bad --model fails without loading it
+    import torch
 
 
 @dataclass(frozen=True)

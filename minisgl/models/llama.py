@@ -11,7 +11,7 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from minisgl.configs.model_config import ModelConfig
+from minisgl.configs.model_config import ModelConfig, UnsupportedModel
 from minisgl.layers.activation import SiluAndMul
 from minisgl.layers.layernorm import RMSNorm
 from minisgl.layers.logits_processor import LogitsProcessor
@@ -30,7 +30,7 @@ class LlamaAttention(nn.Module):
         self.kv_size = self.num_kv_heads * self.head_dim
         # q, k and v share one matmul: the fused weight is [q_size + 2 * kv_size, hidden]
         self.qkv_proj = nn.Linear(config.hidden_size, self.q_size + 2 * self.kv_size, bias=config.attention_bias)
-        self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=False)
+        self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=config.o_proj_bias)
         if config.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
@@ -118,25 +118,34 @@ class LlamaForCausalLM(nn.Module):
             for fused, part, shard in self._stacked:
                 if f".{part}." in name:
                     target = name.replace(part, fused)
-                    self._load_shard(params[target], w, part, shard)
-                    loaded.add(f"{target}#{shard}")
+                    self._copy(params, target, w, name, self._shard_range(part, shard))
                     break
             else:
-                if name not in params:
-                    raise KeyError(f"unexpected weight {name!r} in checkpoint")
-                with torch.no_grad():
-                    params[name].copy_(w)
-                loaded.add(name)
-        missing = [n for n in params if n not in loaded and not any(k.startswith(n + "#") for k in loaded)]
+                self._copy(params, name, w, name)
+            loaded.add(name)
+        missing = sorted({c for n in params for c in self._checkpoint_names(n)} - loaded)
         if missing:
-            raise KeyError(f"weights missing from checkpoint: {missing[:5]}")
+            raise UnsupportedModel(f"weights missing from checkpoint: {missing[:5]}")
 
-    def _load_shard(self, param: torch.Tensor, w: torch.Tensor, part: str, shard: int) -> None:
+    def _checkpoint_names(self, param_name: str) -> list[str]:
+        """The checkpoint weights that fill one parameter: all parts of a fused one."""
+        parts = [param_name.replace(f, p) for f, p, _ in self._stacked if f".{f}." in param_name]
+        return parts or [param_name]
+
+    def _shard_range(self, part: str, shard: int) -> tuple[int, int]:
         attn = self.model.layers[0].self_attn
         if part in ("q_proj", "k_proj", "v_proj"):
             sizes = [attn.q_size, attn.kv_size, attn.kv_size]
         else:
             sizes = [self.config.intermediate_size] * 2
         start = sum(sizes[:shard])
+        return start, start + sizes[shard]
+
+    def _copy(self, params: dict, target: str, w: torch.Tensor, name: str, rows=None) -> None:
+        if target not in params:
+            raise UnsupportedModel(f"unexpected weight {name!r} in checkpoint for {self.config.architecture}")
+        param = params[target] if rows is None else params[target][rows[0] : rows[1]]  # rows: one shard
+        if param.shape != w.shape:
+            raise UnsupportedModel(f"weight {name!r} has shape {list(w.shape)}, expected {list(param.shape)}")
         with torch.no_grad():
-            param[start : start + sizes[shard]].copy_(w)
+            param.copy_(w)

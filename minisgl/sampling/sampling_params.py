@@ -37,8 +37,8 @@ class SamplingParams:
 
     def verify(self) -> None:
         """Raise ValueError naming the field, its value and the allowed range on the first bad field."""
-        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 0:
-            _bad("max_new_tokens", self.max_new_tokens, "an integer >= 0")
+        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+            _bad("max_new_tokens", self.max_new_tokens, "an integer >= 1")
         if not _is_real(self.temperature) or not math.isfinite(self.temperature) or self.temperature < 0:
             _bad("temperature", self.temperature, "a finite number >= 0 (0 means greedy)")
         if not _is_real(self.top_p) or not 0 < self.top_p <= 1:

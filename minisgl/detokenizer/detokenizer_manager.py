@@ -1,0 +1,40 @@
+"""DetokenizerManager: BatchTokenIDOutput (token ids) in, BatchStrOutput (text deltas) out.
+
+It keeps one DecodeStatus per running rid and drops it when the request finishes. The server runs it
+in its own process; the offline Engine calls it in-process.
+"""
+
+from __future__ import annotations
+
+from minisgl.detokenizer.incremental import DecodeStatus, DecodeStep, decode_incremental
+from minisgl.scheduler.io_struct import BatchStrOutput, BatchTokenIDOutput
+
+
+class DetokenizerManager:
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.decode_status: dict[str, DecodeStatus] = {}
+        self.last_steps: list[DecodeStep] = []  # this batch's steps, for tracing
+
+    def handle_batch_token_id_out(self, recv: BatchTokenIDOutput) -> BatchStrOutput:
+        texts, self.last_steps = [], []
+        for i, rid in enumerate(recv.rids):
+            status = self.decode_status.setdefault(rid, DecodeStatus())
+            finished = recv.finished_reasons[i] is not None
+            step = decode_incremental(
+                self.tokenizer, status, recv.output_ids[i], finished=finished,
+                skip_special_tokens=recv.skip_special_tokens[i], stop_strs=recv.stop_strs[i],
+            )
+            texts.append(step.delta_text)
+            self.last_steps.append(step)
+            if finished:
+                del self.decode_status[rid]
+        return BatchStrOutput(
+            rids=list(recv.rids),
+            output_strs=texts,
+            output_ids=[list(x) for x in recv.output_ids],
+            finished_reasons=list(recv.finished_reasons),
+            prompt_tokens=list(recv.prompt_tokens),
+            completion_tokens=list(recv.completion_tokens),
+            cached_tokens=list(recv.cached_tokens),
+        )

@@ -1,0 +1,57 @@
+"""Messages between the processes. Plain dataclasses: each is one handoff a trace can show.
+
+tokenizer manager -> scheduler:   TokenizedGenerateReqInput, AbortReq, FlushCacheReq
+scheduler -> detokenizer:         BatchTokenIDOutput
+detokenizer -> tokenizer manager: BatchStrOutput
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TokenizedGenerateReqInput:
+    rid: str
+    input_text: str | None
+    input_ids: list[int]
+    sampling_params: dict[str, Any]  # SamplingParams fields; checked by the scheduler
+    stream: bool = False
+
+
+@dataclass
+class AbortReq:
+    rid: str
+
+
+@dataclass
+class FlushCacheReq:
+    pass
+
+
+@dataclass
+class BatchTokenIDOutput:
+    """New output tokens of several requests from one round (every --stream-interval tokens)."""
+
+    rids: list[str]
+    output_ids: list[list[int]]  # the tokens produced since the previous BatchTokenIDOutput of each rid
+    finished_reasons: list[dict | None]  # None while running, else FINISH_*.to_json()
+    skip_special_tokens: list[bool]
+    stop_strs: list[list[str]]
+    prompt_tokens: list[int]
+    completion_tokens: list[int]
+    cached_tokens: list[int]
+    max_new_tokens: list[int]  # after clamping to the context: a caller can tell the clamp happened
+    output_logprobs: list[list[float]] = field(default_factory=list)
+
+
+@dataclass
+class BatchStrOutput:
+    rids: list[str]
+    output_strs: list[str]  # the text delta of each rid
+    output_ids: list[list[int]]
+    finished_reasons: list[dict | None]
+    prompt_tokens: list[int]
+    completion_tokens: list[int]
+    cached_tokens: list[int]

@@ -1,0 +1,75 @@
+"""What the scheduler does with a round's result: append tokens, check finish, cache KV, stream out."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from minisgl.scheduler.io_struct import BatchTokenIDOutput
+
+if TYPE_CHECKING:
+    from minisgl.scheduler.req import Req
+    from minisgl.scheduler.schedule_batch import ScheduleBatch
+    from minisgl.scheduler.tp_worker import GenerationBatchResult
+
+
+class SchedulerOutputProcessorMixin:
+    def process_batch_result(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
+        if batch.forward_mode.is_decode():
+            self.process_batch_result_decode(batch, result)
+        else:
+            self.process_batch_result_prefill(batch, result)
+
+    def process_batch_result_prefill(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
+        for req, next_id, logprob in zip(batch.reqs, result.next_token_ids, result.logprobs):
+            if req is self.chunked_req:
+                # an intermediate chunk: its last row is not the prompt's end, so no token is taken
+                self.tree_cache.cache_unfinished_req(req)
+                continue
+            self._append_token(req, next_id, logprob)
+            if req.finished():
+                self.tree_cache.cache_finished_req(req)
+            elif req not in batch.decoding_reqs:
+                self.tree_cache.cache_unfinished_req(req)  # the prompt enters the radix tree for others to share
+        self.stream_output(batch.reqs)
+
+    def process_batch_result_decode(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
+        for req, next_id, logprob in zip(batch.reqs, result.next_token_ids, result.logprobs):
+            self._append_token(req, next_id, logprob)
+            if req.finished():
+                self.tree_cache.cache_finished_req(req)
+        self.stream_output(batch.reqs)
+
+    def _append_token(self, req: Req, next_id: int, logprob: float) -> None:
+        req.output_ids.append(next_id)
+        req.output_logprobs.append(logprob)
+        if req.time_first_token is None:
+            req.time_first_token = time.perf_counter()
+        req.check_finished(self.tokenizer)
+
+    def stream_output(self, reqs: list[Req]) -> None:
+        """Send new tokens: on finish, and for streaming requests every --stream-interval tokens."""
+        interval = self.server_args.stream_interval
+        out = BatchTokenIDOutput([], [], [], [], [], [], [], [], [])
+        for req in reqs:
+            if req is self.chunked_req:
+                continue
+            n_out = len(req.output_ids)
+            due = req.stream and n_out > req.send_token_offset and (n_out == 1 or n_out % interval == 0)
+            if not (req.finished() or due):
+                continue
+            out.rids.append(req.rid)
+            out.output_ids.append(req.output_ids[req.send_token_offset:])
+            out.output_logprobs.append(req.output_logprobs[req.send_token_offset:])
+            req.send_token_offset = n_out
+            out.finished_reasons.append(req.finished_reason.to_json() if req.finished() else None)
+            out.skip_special_tokens.append(req.sampling_params.skip_special_tokens)
+            out.stop_strs.append(req.sampling_params.stop_strs)
+            out.prompt_tokens.append(len(req.origin_input_ids))
+            out.completion_tokens.append(n_out)
+            out.cached_tokens.append(req.cached_tokens)
+            out.max_new_tokens.append(req.sampling_params.max_new_tokens)
+            if req.finished():
+                self.rid_to_req.pop(req.rid, None)
+        if out.rids:
+            self.send_to_detokenizer.send(out)

@@ -1,0 +1,105 @@
+"""Req: one request's long-lived state on the scheduler side, from arrival to finish."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from minisgl.sampling.sampling_params import SamplingParams
+from minisgl.scheduler.finish_reason import (
+    FINISH_ABORT,
+    FINISH_LENGTH,
+    FINISH_MATCHED_STR,
+    FINISH_MATCHED_TOKEN,
+    BaseFinishReason,
+)
+
+_EMPTY = torch.empty(0, dtype=torch.int64)
+
+
+class Req:
+    def __init__(self, rid: str, origin_input_ids: list[int], sampling_params: SamplingParams,
+                 eos_token_ids: set[int], stream: bool = False, input_text: str | None = None):
+        self.rid = rid
+        self.origin_input_text = input_text
+        self.origin_input_ids = origin_input_ids
+        self.sampling_params = sampling_params
+        self.eos_token_ids = eos_token_ids
+        self.stream = stream
+        self.output_ids: list[int] = []
+        self.output_logprobs: list[float] = []
+
+        # this round: tokens whose KV exists once it runs, what is already cached, what is new
+        self.fill_ids: list[int] = []
+        self.prefix_indices: torch.Tensor = _EMPTY  # KV slots of the cached prefix
+        self.last_node = None  # radix-tree node holding the end of that prefix (locked while running)
+        self.extend_input_len = 0
+        self.req_pool_idx: int | None = None
+
+        self.finished_reason: BaseFinishReason | None = None
+        self.to_abort = False
+        self.is_retracted = False
+        self.is_chunked = 0  # > 0 while the prompt is being prefilled in chunks
+        self.cached_tokens = 0  # prompt tokens served from the radix cache (reported in usage)
+        self.send_token_offset = 0  # output tokens already sent to the detokenizer
+
+        self.time_created = time.perf_counter()
+        self.time_first_token: float | None = None
+
+    # ---- admission --------------------------------------------------------------------------------
+    def init_next_round_input(self, tree_cache=None) -> None:
+        """Refresh fill_ids and, given a cache, look up the longest cached prefix.
+
+        The match stops one token short of fill_ids: the last position must run through the model
+        again, because its logits pick the next token.
+        """
+        self.fill_ids = self.origin_input_ids + self.output_ids
+        if tree_cache is not None:
+            match = tree_cache.match_prefix(self.fill_ids[: len(self.fill_ids) - 1])
+            self.prefix_indices, self.last_node = match.device_indices, match.last_node
+        self.extend_input_len = len(self.fill_ids) - len(self.prefix_indices)
+
+    def set_extend_range(self, start: int, end: int) -> None:
+        """This round computes fill_ids[start:end]; [0:start) is already in the KV cache."""
+        assert start == len(self.prefix_indices), (start, len(self.prefix_indices))
+        self.fill_ids = self.fill_ids[:end]
+        self.extend_input_len = end - start
+
+    @property
+    def seqlen(self) -> int:
+        return len(self.origin_input_ids) + len(self.output_ids)
+
+    # ---- finish -----------------------------------------------------------------------------------
+    def finished(self) -> bool:
+        return self.finished_reason is not None
+
+    def check_finished(self, tokenizer=None) -> None:
+        if self.finished():
+            return
+        if self.to_abort:
+            self.finished_reason = FINISH_ABORT()
+            return
+        params = self.sampling_params
+        last = self.output_ids[-1]
+        if last in params.stop_token_ids or (not params.ignore_eos and last in self.eos_token_ids):
+            self.finished_reason = FINISH_MATCHED_TOKEN(last)
+        elif params.stop_strs and tokenizer is not None and (hit := self._matched_stop_str(tokenizer)):
+            self.finished_reason = FINISH_MATCHED_STR(hit)
+        elif len(self.output_ids) >= params.max_new_tokens:
+            self.finished_reason = FINISH_LENGTH(params.max_new_tokens)
+
+    def _matched_stop_str(self, tokenizer) -> str | None:
+        # a stop string can only have been completed by the newest token: decode just the tail
+        longest = max(len(s) for s in self.sampling_params.stop_strs)
+        tail = tokenizer.decode(self.output_ids[-(longest + 1):])
+        return next((s for s in self.sampling_params.stop_strs if s in tail), None)
+
+    def reset_for_retract(self) -> None:
+        self.prefix_indices, self.last_node = _EMPTY, None
+        self.fill_ids, self.extend_input_len = [], 0
+        self.req_pool_idx = None
+        self.is_retracted = True
+
+    def __repr__(self) -> str:
+        return f"Req(rid={self.rid}, input={len(self.origin_input_ids)}, output={len(self.output_ids)})"

@@ -1,0 +1,126 @@
+"""ScheduleBatch: the scheduler's plan for one round — which requests, which rows, which KV slots.
+
+It lives on the CPU. TpModelWorker turns it into a ForwardBatch (the model's inputs) at run time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from minisgl.mem_cache.memory_pool import KVCacheExhausted, ReqToTokenPool, TokenToKVPool
+from minisgl.model_executor.forward_batch_info import ForwardMode
+from minisgl.scheduler.req import Req
+
+
+@dataclass
+class ScheduleBatch:
+    reqs: list[Req]
+    req_to_token_pool: ReqToTokenPool
+    token_to_kv_pool: TokenToKVPool
+    tree_cache: object
+    forward_mode: ForwardMode = ForwardMode.IDLE
+    input_ids: list[int] = field(default_factory=list)  # staged on the CPU; the worker makes the tensor
+    req_pool_indices: list[int] = field(default_factory=list)
+    seq_lens: list[int] = field(default_factory=list)
+    prefix_lens: list[int] = field(default_factory=list)
+    extend_lens: list[int] = field(default_factory=list)
+    out_cache_loc: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.int64))
+    decoding_reqs: list[Req] = field(default_factory=list)  # MIXED: the running requests' decode rows
+
+    @classmethod
+    def init_new(cls, reqs: list[Req], req_to_token_pool, token_to_kv_pool, tree_cache) -> ScheduleBatch:
+        return cls(list(reqs), req_to_token_pool, token_to_kv_pool, tree_cache)
+
+    def is_empty(self) -> bool:
+        return not self.reqs
+
+    def batch_size(self) -> int:
+        return len(self.reqs)
+
+    # ---- memory -----------------------------------------------------------------------------------
+    def alloc_token_slots(self, num_tokens: int) -> torch.Tensor:
+        """Take KV slots, evicting unreferenced radix-cache leaves first if the free list is short."""
+        short = num_tokens - self.token_to_kv_pool.available_size()
+        if short > 0:
+            self.tree_cache.evict(short)
+        return self.token_to_kv_pool.alloc(num_tokens)
+
+    def check_decode_mem(self) -> bool:
+        """Is there a KV slot (free or evictable) for every request's next token?"""
+        room = self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
+        return room >= len(self.reqs)
+
+    # ---- EXTEND -----------------------------------------------------------------------------------
+    def prepare_for_extend(self) -> None:
+        """Give every request its request slot and this round's KV slots, and write req_to_token."""
+        self.forward_mode = ForwardMode.EXTEND
+        for req in self.reqs:
+            if req.req_pool_idx is None:
+                (req.req_pool_idx,) = self.req_to_token_pool.alloc(1)
+        self.prefix_lens = [len(r.prefix_indices) for r in self.reqs]
+        self.extend_lens = [r.extend_input_len for r in self.reqs]
+        self.seq_lens = [p + e for p, e in zip(self.prefix_lens, self.extend_lens)]
+        self.req_pool_indices = [r.req_pool_idx for r in self.reqs]
+        self.input_ids = [t for r, p in zip(self.reqs, self.prefix_lens) for t in r.fill_ids[p:]]
+        self.out_cache_loc = self.alloc_token_slots(sum(self.extend_lens))
+        row_of = self.req_to_token_pool.req_to_token
+        start = 0
+        for req, prefix, seq in zip(self.reqs, self.prefix_lens, self.seq_lens):
+            row_of[req.req_pool_idx, :prefix] = req.prefix_indices
+            row_of[req.req_pool_idx, prefix:seq] = self.out_cache_loc[start : start + seq - prefix]
+            start += seq - prefix
+
+    def mix_with_running(self, running_batch: ScheduleBatch) -> None:
+        """Append the running requests' decode rows to this prefill as 1-token extends (MIXED)."""
+        # running_batch.prepare_for_decode() already took their slots and wrote req_to_token
+        self.forward_mode = ForwardMode.MIXED
+        for req in running_batch.reqs:
+            req.fill_ids = req.origin_input_ids + req.output_ids
+            req.extend_input_len = 1
+        self.input_ids += running_batch.input_ids
+        self.out_cache_loc = torch.cat([self.out_cache_loc, running_batch.out_cache_loc])
+        self.prefix_lens += [s - 1 for s in running_batch.seq_lens]
+        self.extend_lens += [1] * running_batch.batch_size()
+        self.seq_lens += running_batch.seq_lens
+        self.req_pool_indices += running_batch.req_pool_indices
+        self.decoding_reqs = list(running_batch.reqs)
+        self.reqs += running_batch.reqs
+
+    # ---- DECODE -----------------------------------------------------------------------------------
+    def prepare_for_decode(self) -> None:
+        """Each request feeds its newest token: one row, one new KV slot, at position seq_len - 1."""
+        self.forward_mode = ForwardMode.DECODE
+        self.input_ids = [r.output_ids[-1] for r in self.reqs]
+        self.seq_lens = [r.seqlen for r in self.reqs]
+        self.req_pool_indices = [r.req_pool_idx for r in self.reqs]
+        self.prefix_lens, self.extend_lens = [], []
+        self.out_cache_loc = self.alloc_token_slots(len(self.reqs))
+        self.req_to_token_pool.req_to_token[self.req_pool_indices, [s - 1 for s in self.seq_lens]] = self.out_cache_loc
+
+    def retract_decode(self) -> list[Req]:
+        """Take requests out until the rest have room for their next token; return those taken.
+
+        Victims: fewest output tokens first, then the longest prompt (it frees the most), then rid —
+        a fixed order, so the same workload always retracts the same requests.
+        """
+        order = sorted(self.reqs, key=lambda r: (len(r.output_ids), -len(r.origin_input_ids), r.rid))
+        retracted: list[Req] = []
+        while not self.check_decode_mem():
+            if len(self.reqs) == 1:
+                raise KVCacheExhausted("KV cache too small for a single request's next token")
+            victim = order.pop(0)
+            self.reqs.remove(victim)
+            # its computed KV goes to the cache (evictable), so a resume may reuse it
+            self.tree_cache.cache_finished_req(victim)
+            victim.reset_for_retract()
+            retracted.append(victim)
+        return retracted
+
+    # ---- membership -------------------------------------------------------------------------------
+    def filter_batch(self, chunked_req_to_exclude: Req | None = None) -> None:
+        self.reqs = [r for r in self.reqs if not r.finished() and r is not chunked_req_to_exclude]
+
+    def merge_batch(self, other: ScheduleBatch) -> None:
+        self.reqs += other.reqs

@@ -1,0 +1,243 @@
+"""The Scheduler: one loop, one round at a time.
+
+    recv_requests -> process_input_requests -> get_next_batch_to_run -> run_batch -> process_batch_result
+
+State kept across rounds:
+    waiting_queue  requests not yet admitted (new, or retracted to make room)
+    running_batch  requests past prefill that decode one token per round
+    chunked_req    a long prompt being prefilled a chunk per round
+    last_batch     the batch that ran last round (an EXTEND batch joins running_batch next round)
+    cur_batch      the batch of this round
+"""
+
+from __future__ import annotations
+
+import logging
+
+from minisgl.mem_cache.chunk_cache import ChunkCache
+from minisgl.mem_cache.radix_cache import RadixCache
+from minisgl.model_executor.model_runner import ModelRunner
+from minisgl.sampling.sampling_params import SamplingParams
+from minisgl.scheduler.finish_reason import FINISH_ABORT
+from minisgl.scheduler.io_struct import AbortReq, FlushCacheReq, TokenizedGenerateReqInput
+from minisgl.scheduler.output_processor import SchedulerOutputProcessorMixin
+from minisgl.scheduler.req import Req
+from minisgl.scheduler.schedule_batch import ScheduleBatch
+from minisgl.scheduler.schedule_policy import AddReqResult, PrefillAdder, SchedulePolicy
+from minisgl.scheduler.tp_worker import GenerationBatchResult, TpModelWorker
+from minisgl.server_args import ServerArgs
+
+logger = logging.getLogger(__name__)
+
+# How much of a running request's remaining max_new_tokens to reserve when admitting new ones.
+# It starts cautious, relaxes a little every decode round, and resets after a retraction.
+INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY = 0.7, 0.1, 0.001
+
+
+class Scheduler(SchedulerOutputProcessorMixin):
+    def __init__(self, server_args: ServerArgs, model_runner: ModelRunner, tokenizer, recv_from_tokenizer,
+                 send_to_detokenizer):
+        self.server_args = server_args
+        self.tokenizer = tokenizer
+        self.recv_from_tokenizer = recv_from_tokenizer  # .recv_all(block: bool) -> list of messages
+        self.send_to_detokenizer = send_to_detokenizer  # .send(message)
+        self.model_runner = model_runner
+        self.tp_worker = TpModelWorker(model_runner, server_args.random_seed)
+        self.req_to_token_pool = model_runner.req_to_token_pool
+        self.token_to_kv_pool = model_runner.token_to_kv_pool
+        cache_cls = ChunkCache if server_args.disable_radix_cache else RadixCache
+        self.tree_cache = cache_cls(self.req_to_token_pool, self.token_to_kv_pool)
+        self.policy = SchedulePolicy(server_args.schedule_policy, self.tree_cache, server_args.disable_radix_cache)
+        self.eos_token_ids = set(model_runner.model_config.eos_token_ids)
+        self.max_req_len = min(model_runner.context_len, self.token_to_kv_pool.size)
+
+        self.waiting_queue: list[Req] = []
+        self.running_batch: ScheduleBatch = self._empty_batch()
+        self.chunked_req: Req | None = None
+        self.last_batch: ScheduleBatch | None = None
+        self.cur_batch: ScheduleBatch | None = None
+        self.rid_to_req: dict[str, Req] = {}  # every request not yet finished
+        self.new_token_ratio = INIT_NEW_TOKEN_RATIO
+        self.forward_ct = 0  # rounds that ran a batch
+
+    # ---- the loop ---------------------------------------------------------------------------------
+    def event_loop_normal(self) -> None:
+        while True:
+            self.run_one_round(block=True)
+
+    def run_one_round(self, block: bool = False) -> ScheduleBatch | None:
+        recv_reqs = self.recv_requests(block=block and self.is_idle())
+        self.process_input_requests(recv_reqs)
+        batch = self.get_next_batch_to_run()
+        self.cur_batch = batch
+        if batch is not None:
+            result = self.run_batch(batch)
+            self.process_batch_result(batch, result)
+        else:
+            self.self_check_during_idle()
+        self.last_batch = batch
+        return batch
+
+    def is_idle(self) -> bool:
+        return not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None
+
+    def recv_requests(self, block: bool = False) -> list:
+        return self.recv_from_tokenizer.recv_all(block)
+
+    def process_input_requests(self, recv_reqs: list) -> None:
+        for recv_req in recv_reqs:
+            if isinstance(recv_req, TokenizedGenerateReqInput):
+                self.handle_generate_request(recv_req)
+            elif isinstance(recv_req, AbortReq):
+                self.abort_request(recv_req)
+            elif isinstance(recv_req, FlushCacheReq):
+                self.flush_cache()
+            else:
+                raise TypeError(f"scheduler got an unknown message: {type(recv_req).__name__}")
+
+    # ---- arrivals ---------------------------------------------------------------------------------
+    def handle_generate_request(self, recv_req: TokenizedGenerateReqInput) -> None:
+        try:
+            params = SamplingParams.from_dict(recv_req.sampling_params)
+            params.verify()
+            params.normalize()
+        except ValueError as e:
+            return self._refuse(recv_req, str(e))
+        n = len(recv_req.input_ids)
+        if recv_req.rid in self.rid_to_req:
+            return self._refuse(recv_req, f"duplicate request id {recv_req.rid!r}: a request with it is running")
+        if n == 0:
+            return self._refuse(recv_req, "the prompt is empty: at least one input token is needed")
+        if n >= self.max_req_len:
+            return self._refuse(
+                recv_req,
+                f"the prompt has {n} tokens, but at most {self.max_req_len - 1} fit: the limit is "
+                f"{self.max_req_len} tokens (context length {self.model_runner.context_len}, KV cache "
+                f"{self.token_to_kv_pool.size} slots) and one output token needs room",
+            )
+        if n + params.max_new_tokens > self.max_req_len:
+            clamped = self.max_req_len - n
+            logger.warning("rid %s: max_new_tokens %d clamped to %d (prompt %d + output must fit %d)",
+                           recv_req.rid, params.max_new_tokens, clamped, n, self.max_req_len)
+            params.max_new_tokens = clamped
+        req = Req(recv_req.rid, list(recv_req.input_ids), params, self.eos_token_ids, recv_req.stream,
+                  recv_req.input_text)
+        self.rid_to_req[req.rid] = req
+        self.waiting_queue.append(req)
+
+    def _refuse(self, recv_req: TokenizedGenerateReqInput, message: str) -> None:
+        req = Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(), self.eos_token_ids)
+        req.finished_reason = FINISH_ABORT(message, status_code=400)
+        self.stream_output([req])
+
+    def abort_request(self, recv_req: AbortReq) -> None:
+        req = self.rid_to_req.get(recv_req.rid)
+        if req is None:
+            return
+        if req in self.waiting_queue:  # holds no KV: finish it now
+            self.waiting_queue.remove(req)
+            req.finished_reason = FINISH_ABORT()
+            self.stream_output([req])
+        else:  # running or mid-prefill: it finishes when its next token is processed
+            req.to_abort = True
+
+    def flush_cache(self) -> bool:
+        if not self.is_idle():
+            logger.warning("flush_cache refused: requests are still queued or running")
+            return False
+        self.tree_cache.flush_cache()
+        return True
+
+    # ---- choosing this round's batch -------------------------------------------------------------
+    def get_next_batch_to_run(self) -> ScheduleBatch | None:
+        # last round's prefill requests now decode with the others
+        if self.last_batch is not None and self.last_batch.forward_mode.is_extend():
+            self.last_batch.filter_batch(chunked_req_to_exclude=self.chunked_req)
+            self.running_batch.filter_batch()
+            self.running_batch.merge_batch(self.last_batch)
+        new_batch = self.get_new_batch_prefill()
+        if new_batch is not None:
+            return new_batch
+        if not self.running_batch.is_empty():
+            self.running_batch = self.update_running_batch(self.running_batch)
+            return None if self.running_batch.is_empty() else self.running_batch
+        return None
+
+    def get_new_batch_prefill(self) -> ScheduleBatch | None:
+        if not self.waiting_queue and self.chunked_req is None:
+            return None
+        running = [r for r in self.running_batch.reqs if not r.finished()]
+        if len(running) >= self.server_args.max_running_requests and self.chunked_req is None:
+            return None
+        self.policy.calc_priority(self.waiting_queue)
+        mixed = self.server_args.enable_mixed_chunk and bool(running)
+        adder = PrefillAdder(
+            self.tree_cache, self.token_to_kv_pool, running, self.new_token_ratio,
+            self.server_args.max_prefill_tokens, self.server_args.chunked_prefill_size,
+            self.server_args.max_running_requests, mixed_decode_rows=len(running) if mixed else 0,
+        )
+        if self.chunked_req is not None:
+            self.chunked_req.init_next_round_input()
+            self.chunked_req = adder.add_chunked_req(self.chunked_req)
+        for req in self.waiting_queue:
+            req.init_next_round_input(self.tree_cache)
+            if adder.add_one_req(req) != AddReqResult.CONTINUE:
+                break
+        if adder.new_chunked_req is not None:
+            self.chunked_req = adder.new_chunked_req
+        self.last_admission_log = adder.log
+        if not adder.can_run_list:
+            return None
+
+        admitted = set(map(id, adder.can_run_list))
+        self.waiting_queue = [r for r in self.waiting_queue if id(r) not in admitted]
+        for req in adder.can_run_list:
+            if req.is_chunked == 0 and not req.output_ids:
+                req.cached_tokens = len(req.prefix_indices)  # prompt tokens the radix cache served
+            req.is_chunked = req.is_chunked + 1 if req is self.chunked_req else 0
+        new_batch = ScheduleBatch.init_new(adder.can_run_list, self.req_to_token_pool, self.token_to_kv_pool,
+                                           self.tree_cache)
+        new_batch.prepare_for_extend()
+
+        if mixed:
+            self.running_batch.filter_batch()
+            if not self.running_batch.is_empty() and self.running_batch.check_decode_mem():
+                self.running_batch.prepare_for_decode()
+                new_batch.mix_with_running(self.running_batch)
+                self.running_batch = self._empty_batch()  # its requests come back with last_batch
+        return new_batch
+
+    def update_running_batch(self, batch: ScheduleBatch) -> ScheduleBatch:
+        batch.filter_batch()
+        if batch.is_empty():
+            return batch
+        if not batch.check_decode_mem():
+            retracted = batch.retract_decode()
+            logger.info("retracted %d request(s) to free KV cache: %s", len(retracted), [r.rid for r in retracted])
+            self.waiting_queue = retracted + self.waiting_queue
+            self.new_token_ratio = INIT_NEW_TOKEN_RATIO
+        else:
+            self.new_token_ratio = max(self.new_token_ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+        batch.prepare_for_decode()
+        return batch
+
+    # ---- running it -------------------------------------------------------------------------------
+    def run_batch(self, batch: ScheduleBatch) -> GenerationBatchResult:
+        self.forward_ct += 1
+        return self.tp_worker.forward_batch_generation(batch)
+
+    # ---- bookkeeping ------------------------------------------------------------------------------
+    def _empty_batch(self) -> ScheduleBatch:
+        return ScheduleBatch.init_new([], self.req_to_token_pool, self.token_to_kv_pool, self.tree_cache)
+
+    def self_check_during_idle(self) -> None:
+        """When nothing is queued or running, every KV slot must be free or held by the radix cache."""
+        if not self.is_idle():
+            return
+        free, cached = self.token_to_kv_pool.available_size(), self.tree_cache.total_size()
+        if free + cached != self.token_to_kv_pool.size:
+            raise RuntimeError(
+                f"KV cache leak: {free} free + {cached} cached != {self.token_to_kv_pool.size} slots while idle"
+            )
+        if self.req_to_token_pool.available_size() != self.req_to_token_pool.size:
+            raise RuntimeError("request slot leak: request slots are held while idle")

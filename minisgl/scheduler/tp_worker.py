@@ -1,0 +1,39 @@
+"""TpModelWorker: turns the scheduler's ScheduleBatch into a ForwardBatch, runs it and samples.
+
+(Tensor parallelism has one rank here; the name is kept so the path matches SGLang's.)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from minisgl.layers.sampler import Sampler
+from minisgl.model_executor.forward_batch_info import ForwardBatch
+from minisgl.model_executor.model_runner import ModelRunner
+from minisgl.scheduler.schedule_batch import ScheduleBatch
+
+
+@dataclass
+class GenerationBatchResult:
+    next_token_ids: list[int]  # one per request in the batch
+    logprobs: list[float]
+    forward_time: float  # seconds spent in the model's forward
+
+
+class TpModelWorker:
+    def __init__(self, model_runner: ModelRunner, random_seed: int = 0):
+        self.model_runner = model_runner
+        self.sampler = Sampler(random_seed=random_seed)
+
+    def forward_batch_generation(self, batch: ScheduleBatch) -> GenerationBatchResult:
+        forward_batch = ForwardBatch.init_new(batch, self.model_runner)
+        t0 = time.perf_counter()
+        logits = self.model_runner.forward(forward_batch)
+        forward_time = time.perf_counter() - t0
+        params = [r.sampling_params for r in batch.reqs]
+        with torch.inference_mode():
+            next_ids, logprobs = self.sampler(logits, params, [len(r.output_ids) for r in batch.reqs])
+        return GenerationBatchResult(next_ids.tolist(), logprobs.tolist(), forward_time)
