@@ -68,7 +68,7 @@ class ModelConfig:
 
     @classmethod
     def from_hf_folder(cls, folder: Path) -> ModelConfig:
-        cfg = json.loads((folder / "config.json").read_text())
+        cfg = _read_json(folder / "config.json")
         archs = cfg.get("architectures") or []
         arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
         if arch is None:
@@ -76,9 +76,17 @@ class ModelConfig:
                 f"{folder}: architecture {archs or 'unknown'} is not supported; expected one of "
                 f"{', '.join(SUPPORTED_ARCHITECTURES)}"
             )
+        try:
+            return cls._from_hf_dict(folder, arch, cfg)
+        except KeyError as e:
+            raise UnsupportedModel(f"{folder / 'config.json'} has no {e.args[0]!r}, which {arch} needs") from None
+
+    @classmethod
+    def _from_hf_dict(cls, folder: Path, arch: str, cfg: dict[str, Any]) -> ModelConfig:
         n_heads = cfg["num_attention_heads"]
+        # transformers 4.x writes rope_theta (and rope_scaling) at the top; 5.x puts both in rope_parameters
         rope = cfg.get("rope_parameters") or {}
-        rope_theta = cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
+        rope_theta = cfg.get("rope_theta") or rope.get("rope_theta") or 10000.0
         rope_scaling = cfg.get("rope_scaling")
         if rope_scaling is None and rope.get("rope_type", "default") != "default":
             rope_scaling = rope
@@ -105,11 +113,21 @@ class ModelConfig:
         )
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UnsupportedModel(f"{path} is not a readable JSON file ({e})") from None
+    if not isinstance(data, dict):
+        raise UnsupportedModel(f"{path} holds a {type(data).__name__}, not a JSON object")
+    return data
+
+
 def _hf_eos_ids(folder: Path, cfg: dict) -> list[int]:
     eos: Any = None
     gen = folder / "generation_config.json"
     if gen.exists():
-        eos = json.loads(gen.read_text()).get("eos_token_id")
+        eos = _read_json(gen).get("eos_token_id")
     if eos is None:
         eos = cfg.get("eos_token_id")
     if eos is None:

@@ -19,32 +19,49 @@ from minisgl.model_loader.loader import load_model_config, load_tokenizer, resol
 from minisgl.scheduler.io_struct import AbortReq, BatchStrOutput, TokenizedGenerateReqInput
 from minisgl.scheduler.scheduler import Scheduler
 from minisgl.server_args import ServerArgs
+from tracer.api import tracer
 
 
 class _Inbox:
-    """In-process stand-in for the ZeroMQ socket between the tokenizer manager and the scheduler."""
+    """In-process stand-in for a ZeroMQ PUSH/PULL pair between two of the server's processes."""
 
-    def __init__(self):
+    def __init__(self, src: str, dst: str):
         self.items: deque = deque()
+        self.src, self.dst = src, dst
 
     def send(self, obj: Any) -> None:
+        if tracer.enabled and obj.trace_flow is None:
+            obj.trace_flow = tracer.new_flow_id()
+            tracer.event("ipc.send", flow=obj.trace_flow, flow_dir="send", msg=type(obj).__name__, dst=self.dst,
+                         **_rid_fields(obj))
         self.items.append(obj)
 
     def recv_all(self, block: bool = False) -> list:
         out = list(self.items)
         self.items.clear()
+        if tracer.enabled:
+            for obj in out:
+                tracer.event("ipc.recv", flow=obj.trace_flow, flow_dir="recv", msg=type(obj).__name__,
+                             src=self.src, **_rid_fields(obj))
         return out
 
 
+def _rid_fields(obj: Any) -> dict:
+    return {"rids": obj.rids} if hasattr(obj, "rids") else {"rid": obj.rid}
+
+
 class Engine:
-    def __init__(self, model: str | None = None, **kwargs: Any):
+    def __init__(self, model: str | None = None, trace_dir: str | None = None, trace_level: int = 2,
+                 **kwargs: Any):
         self.server_args = ServerArgs(model=model, **kwargs)
         self.server_args.validate()
         source = resolve_model(self.server_args.model)
         self.model_config = load_model_config(source)
         self.tokenizer = load_tokenizer(source)
         self.model_runner = ModelRunner(self.model_config, source, self.server_args)
-        self._to_scheduler, self._to_detokenizer = _Inbox(), _Inbox()
+        self.trace_path = tracer.configure(trace_dir, "engine", trace_level) if trace_dir is not None else None
+        self._to_scheduler = _Inbox("tokenizer_manager", "scheduler")
+        self._to_detokenizer = _Inbox("scheduler", "detokenizer")
         self.scheduler = Scheduler(self.server_args, self.model_runner, self.tokenizer,
                                    self._to_scheduler, self._to_detokenizer)
         self.detokenizer = DetokenizerManager(self.tokenizer)
@@ -80,6 +97,9 @@ class Engine:
 
     def shutdown(self) -> None:
         self._states.clear()
+        if self.trace_path is not None:
+            tracer.close()
+            self.trace_path = None
 
     def __enter__(self) -> Engine:
         return self
@@ -112,12 +132,31 @@ class Engine:
             raise ValueError(f"duplicate request id {rid!r}")
         self._states[rid] = {"text": "", "output_ids": [], "done": False, "out": deque(),
                              "requested_max_new_tokens": params.get("max_new_tokens")}
+        if tracer.enabled:
+            tracer.event("tm.tokenized", rid=rid, type="TokenizedGenerateReqInput", text=text, input_ids=ids)
         self._to_scheduler.send(TokenizedGenerateReqInput(rid, text, ids, dict(params), stream))
 
     def _step(self) -> None:
         self.scheduler.run_one_round()
         for token_out in self._to_detokenizer.recv_all():
-            self._handle_str_output(self.detokenizer.handle_batch_token_id_out(token_out), token_out)
+            str_out = self.detokenizer.handle_batch_token_id_out(token_out)
+            if tracer.enabled:
+                self._trace_detokenized(token_out, str_out)
+            self._handle_str_output(str_out, token_out)
+
+    def _trace_detokenized(self, token_out, str_out: BatchStrOutput) -> None:
+        if tracer.level >= 2:
+            for rid, ids, step in zip(token_out.rids, token_out.output_ids, self.detokenizer.last_steps):
+                tracer.event("detok.decoded", rid=rid, type="BatchStrOutput", token_ids=ids, delta=step.delta_text,
+                             read_offset=step.read_offset, surr_offset=step.surr_offset,
+                             held_back_tokens=step.held_back.incomplete_tokens,
+                             stop_prefix=step.held_back.stop_prefix, stop_trimmed=step.stop_trimmed)
+        # in one process the detokenizer hands BatchStrOutput straight back: a send and its receive
+        flow = tracer.new_flow_id()
+        tracer.event("ipc.send", rids=str_out.rids, flow=flow, flow_dir="send", msg="BatchStrOutput",
+                     dst="tokenizer_manager")
+        tracer.event("ipc.recv", rids=str_out.rids, flow=flow, flow_dir="recv", msg="BatchStrOutput",
+                     src="detokenizer")
 
     def _handle_str_output(self, out: BatchStrOutput, token_out) -> None:
         for i, rid in enumerate(out.rids):

@@ -33,6 +33,9 @@ class ChunkCache:
     def flush_cache(self) -> None:
         """Nothing to drop: the cache holds no slots."""
 
+    def tree_nodes(self) -> list[dict]:
+        return [{"id": 0, "parent": None, "key": [], "value": [], "lock_ref": 1}]
+
     def match_prefix(self, key: list[int]) -> MatchResult:
         return MatchResult(device_indices=self._empty(), last_node=self.root_node)
 
@@ -54,7 +57,7 @@ class ChunkCache:
         assert req.req_pool_idx is not None
         token_ids = (req.origin_input_ids + req.output_ids)[:-1]
         kv_indices = self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(token_ids)]
-        self.token_to_kv_pool.free(kv_indices)
+        self.token_to_kv_pool.free(kv_indices, reason="finished")
         self.req_to_token_pool.free(req.req_pool_idx)
         req.req_pool_idx = None
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from tracer.api import tracer
+
 
 class KVCacheExhausted(RuntimeError):
     """Raised when more KV slots (or request slots) are asked for than are free."""
@@ -97,9 +99,12 @@ class TokenToKVPool:
         taken = self.free_slots[:need_size]
         self.free_slots = self.free_slots[need_size:]
         self._is_free[taken] = False
+        if tracer.enabled:
+            tracer.event("kv.alloc", slots=taken)
         return taken
 
-    def free(self, free_index: torch.Tensor) -> None:
+    def free(self, free_index: torch.Tensor, reason: str = "freed") -> None:
+        """Return slots to the free list. `reason` only labels the trace event."""
         if free_index.numel() == 0:
             return
         free_index = free_index.to(torch.int64).cpu().flatten()
@@ -113,6 +118,8 @@ class TokenToKVPool:
             raise ValueError("freeing the same KV slot twice in one call")
         self._is_free[free_index] = True
         self.free_slots = torch.cat((self.free_slots, free_index))
+        if tracer.enabled:
+            tracer.event("kv.free", slots=free_index, reason=reason)
 
     # ---- K/V access ------------------------------------------------------------------------------
     def set_kv_buffer(self, layer_id: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:

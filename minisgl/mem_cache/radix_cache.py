@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import torch
 
 from minisgl.mem_cache.memory_pool import ReqToTokenPool, TokenToKVPool
+from tracer.api import tracer
 
 
 class TreeNode:
@@ -59,6 +60,7 @@ class MatchResult:
 class CacheReq(Protocol):
     """The fields of a request that the caches read and write (duck-typed; any object will do)."""
 
+    rid: str
     origin_input_ids: list[int]
     output_ids: list[int]
     fill_ids: list[int]
@@ -111,7 +113,7 @@ class RadixCache:
             )
         values = self.all_values()
         if values.numel():
-            self.token_to_kv_pool.free(values)
+            self.token_to_kv_pool.free(values, reason="flush")
         self._reset_state()
 
     def flush_cache(self) -> None:
@@ -219,11 +221,13 @@ class RadixCache:
         evicted: list[int] = []
         while len(evicted) < num_tokens and leaves:
             node = heapq.heappop(leaves)
-            self.token_to_kv_pool.free(node.value)
+            self.token_to_kv_pool.free(node.value, reason="evicted")
             evicted.extend(node.value.tolist())
             parent = self._delete_leaf(node)
             if parent is not self.root_node and not parent.children and parent.lock_ref == 0:
                 heapq.heappush(leaves, parent)
+        if evicted and tracer.enabled:
+            tracer.event("cache.evicted", slots=evicted)
         return evicted
 
     def _delete_leaf(self, node: TreeNode) -> TreeNode:
@@ -250,7 +254,9 @@ class RadixCache:
         token_ids = (req.origin_input_ids + req.output_ids)[:-1]
         kv_indices = self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(token_ids)]
         new_prefix_len = self.insert(token_ids, kv_indices)
-        self.token_to_kv_pool.free(kv_indices[len(req.prefix_indices) : new_prefix_len])
+        self.token_to_kv_pool.free(kv_indices[len(req.prefix_indices) : new_prefix_len], reason="duplicate")
+        if tracer.enabled:
+            tracer.event("cache.inserted", rid=req.rid, slots=kv_indices[new_prefix_len:])
         self.req_to_token_pool.free(req.req_pool_idx)
         self.dec_lock_ref(req.last_node)
         req.req_pool_idx = None
@@ -263,7 +269,9 @@ class RadixCache:
         kv_indices = row[: len(token_ids)].clone()
         old_prefix_len = len(req.prefix_indices)
         new_prefix_len = self.insert(token_ids, kv_indices)
-        self.token_to_kv_pool.free(kv_indices[old_prefix_len:new_prefix_len])
+        self.token_to_kv_pool.free(kv_indices[old_prefix_len:new_prefix_len], reason="duplicate")
+        if tracer.enabled:
+            tracer.event("cache.inserted", rid=req.rid, slots=kv_indices[new_prefix_len:])
 
         match = self.match_prefix(token_ids)
         new_indices, new_last_node = match.device_indices, match.last_node
@@ -301,6 +309,14 @@ class RadixCache:
             "lock_ref": node.lock_ref,
             "children": [self._snapshot_helper(node.children[t]) for t in sorted(node.children)],
         }
+
+    def tree_nodes(self) -> list[dict]:
+        """Every node as a flat record (the `cache.tree` trace event): id, parent, key, value, lock_ref."""
+        return [
+            {"id": n.id, "parent": None if n.parent is None else n.parent.id, "key": list(n.key),
+             "value": n.value.tolist(), "lock_ref": n.lock_ref}
+            for n in self._iter_nodes()
+        ]
 
     def pretty_print(self) -> str:
         lines: list[str] = []

@@ -18,11 +18,13 @@ class TokenizedGenerateReqInput:
     input_ids: list[int]
     sampling_params: dict[str, Any]  # SamplingParams fields; checked by the scheduler
     stream: bool = False
+    trace_flow: str | None = None  # pairs the tracer's ipc.send with its ipc.recv
 
 
 @dataclass
 class AbortReq:
     rid: str
+    trace_flow: str | None = None
 
 
 @dataclass
@@ -44,6 +46,7 @@ class BatchTokenIDOutput:
     cached_tokens: list[int]
     max_new_tokens: list[int]  # after clamping to the context: a caller can tell the clamp happened
     output_logprobs: list[list[float]] = field(default_factory=list)
+    trace_flow: str | None = None
 
 
 @dataclass
@@ -55,3 +58,4 @@ class BatchStrOutput:
     prompt_tokens: list[int]
     completion_tokens: list[int]
     cached_tokens: list[int]
+    trace_flow: str | None = None

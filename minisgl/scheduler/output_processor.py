@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from minisgl.scheduler import trace_hooks
 from minisgl.scheduler.io_struct import BatchTokenIDOutput
+from tracer.api import tracer
 
 if TYPE_CHECKING:
     from minisgl.scheduler.req import Req
@@ -15,6 +17,8 @@ if TYPE_CHECKING:
 
 class SchedulerOutputProcessorMixin:
     def process_batch_result(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
+        if tracer.enabled:
+            trace_hooks.sampled(batch, result.next_token_ids, result.logprobs, self.tokenizer)
         if batch.forward_mode.is_decode():
             self.process_batch_result_decode(batch, result)
         else:
@@ -46,6 +50,8 @@ class SchedulerOutputProcessorMixin:
         if req.time_first_token is None:
             req.time_first_token = time.perf_counter()
         req.check_finished(self.tokenizer)
+        if tracer.enabled:
+            trace_hooks.output_appended(req)
 
     def stream_output(self, reqs: list[Req]) -> None:
         """Send new tokens: on finish, and for streaming requests every --stream-interval tokens."""
@@ -72,4 +78,8 @@ class SchedulerOutputProcessorMixin:
             if req.finished():
                 self.rid_to_req.pop(req.rid, None)
         if out.rids:
+            if tracer.enabled:
+                out.trace_flow = tracer.new_flow_id()
+                tracer.event("ipc.send", rids=out.rids, flow=out.trace_flow, flow_dir="send",
+                             msg="BatchTokenIDOutput", dst="detokenizer", output_ids=out.output_ids)
             self.send_to_detokenizer.send(out)

@@ -25,7 +25,9 @@ from minisgl.scheduler.req import Req
 from minisgl.scheduler.schedule_batch import ScheduleBatch
 from minisgl.scheduler.schedule_policy import AddReqResult, PrefillAdder, SchedulePolicy
 from minisgl.scheduler.tp_worker import GenerationBatchResult, TpModelWorker
+from minisgl.scheduler import trace_hooks
 from minisgl.server_args import ServerArgs
+from tracer.api import tracer
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +61,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
         self.rid_to_req: dict[str, Req] = {}  # every request not yet finished
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.forward_ct = 0  # rounds that ran a batch
+        self._traced_tree: list[dict] | None = None
 
     # ---- the loop ---------------------------------------------------------------------------------
     def event_loop_normal(self) -> None:
@@ -66,6 +69,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             self.run_one_round(block=True)
 
     def run_one_round(self, block: bool = False) -> ScheduleBatch | None:
+        tracer.round = self.forward_ct + 1  # events from here on belong to the next batch that runs
         recv_reqs = self.recv_requests(block=block and self.is_idle())
         self.process_input_requests(recv_reqs)
         batch = self.get_next_batch_to_run()
@@ -73,6 +77,8 @@ class Scheduler(SchedulerOutputProcessorMixin):
         if batch is not None:
             result = self.run_batch(batch)
             self.process_batch_result(batch, result)
+            if tracer.enabled:
+                trace_hooks.round_end(self)
         else:
             self.self_check_during_idle()
         self.last_batch = batch
@@ -124,19 +130,29 @@ class Scheduler(SchedulerOutputProcessorMixin):
                   recv_req.input_text)
         self.rid_to_req[req.rid] = req
         self.waiting_queue.append(req)
+        if tracer.enabled:
+            trace_hooks.req_created(req, len(self.waiting_queue))
 
     def _refuse(self, recv_req: TokenizedGenerateReqInput, message: str) -> None:
         req = Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(), self.eos_token_ids)
         req.finished_reason = FINISH_ABORT(message, status_code=400)
+        if tracer.enabled:
+            tracer.event("sched.refused", rid=req.rid, message=message)
         self.stream_output([req])
 
     def abort_request(self, recv_req: AbortReq) -> None:
         req = self.rid_to_req.get(recv_req.rid)
         if req is None:
             return
-        if req in self.waiting_queue:  # holds no KV: finish it now
+        where = "waiting" if req in self.waiting_queue else "running"
+        if tracer.enabled:
+            tracer.event("sched.abort_requested", rid=req.rid, where=where)
+        if where == "waiting":  # holds no KV: finish it now
             self.waiting_queue.remove(req)
             req.finished_reason = FINISH_ABORT()
+            if tracer.enabled:
+                tracer.event("sched.finished", rid=req.rid, finish_reason=req.finished_reason.to_json(),
+                             output_len=len(req.output_ids), cached_tokens=req.cached_tokens)
             self.stream_output([req])
         else:  # running or mid-prefill: it finishes when its next token is processed
             req.to_abort = True
@@ -155,13 +171,13 @@ class Scheduler(SchedulerOutputProcessorMixin):
             self.last_batch.filter_batch(chunked_req_to_exclude=self.chunked_req)
             self.running_batch.filter_batch()
             self.running_batch.merge_batch(self.last_batch)
-        new_batch = self.get_new_batch_prefill()
-        if new_batch is not None:
-            return new_batch
-        if not self.running_batch.is_empty():
+        batch = self.get_new_batch_prefill()
+        if batch is None and not self.running_batch.is_empty():
             self.running_batch = self.update_running_batch(self.running_batch)
-            return None if self.running_batch.is_empty() else self.running_batch
-        return None
+            batch = None if self.running_batch.is_empty() else self.running_batch
+        if batch is not None and tracer.enabled:
+            trace_hooks.batch_formed(batch)
+        return batch
 
     def get_new_batch_prefill(self) -> ScheduleBatch | None:
         if not self.waiting_queue and self.chunked_req is None:
@@ -185,7 +201,8 @@ class Scheduler(SchedulerOutputProcessorMixin):
                 break
         if adder.new_chunked_req is not None:
             self.chunked_req = adder.new_chunked_req
-        self.last_admission_log = adder.log
+        if tracer.enabled:
+            trace_hooks.admission(self, self.waiting_queue + [r for r in adder.can_run_list], adder.log)
         if not adder.can_run_list:
             return None
 
@@ -215,6 +232,8 @@ class Scheduler(SchedulerOutputProcessorMixin):
             retracted = batch.retract_decode()
             logger.info("retracted %d request(s) to free KV cache: %s", len(retracted), [r.rid for r in retracted])
             self.waiting_queue = retracted + self.waiting_queue
+            if tracer.enabled:
+                trace_hooks.retracted(retracted, len(self.waiting_queue))
             self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         else:
             self.new_token_ratio = max(self.new_token_ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)

@@ -13,7 +13,9 @@ import torch
 from minisgl.layers.sampler import Sampler
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 from minisgl.model_executor.model_runner import ModelRunner
+from minisgl.scheduler import trace_hooks
 from minisgl.scheduler.schedule_batch import ScheduleBatch
+from tracer.api import tracer
 
 
 @dataclass
@@ -30,9 +32,13 @@ class TpModelWorker:
 
     def forward_batch_generation(self, batch: ScheduleBatch) -> GenerationBatchResult:
         forward_batch = ForwardBatch.init_new(batch, self.model_runner)
+        if tracer.enabled:
+            trace_hooks.forward_begin(batch, forward_batch)
         t0 = time.perf_counter()
         logits = self.model_runner.forward(forward_batch)
         forward_time = time.perf_counter() - t0
+        if tracer.enabled:
+            trace_hooks.forward_end(batch, forward_time)
         params = [r.sampling_params for r in batch.reqs]
         with torch.inference_mode():
             next_ids, logprobs = self.sampler(logits, params, [len(r.output_ids) for r in batch.reqs])

@@ -1,0 +1,106 @@
+"""The emit API. One process-wide `tracer`; disabled it costs one attribute check at each call site.
+
+Call sites guard with the flag, so that nothing is formatted or allocated when tracing is off:
+
+    if tracer.enabled:
+        tracer.event("sched.enqueued", rid=req.rid, queue_len=len(self.waiting_queue))
+
+Levels: 1 requests and rounds; 2 adds per-token events; 3 adds full per-row tensors.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+LEVEL_REQUESTS, LEVEL_TOKENS, LEVEL_TENSORS = 1, 2, 3
+
+
+class Tracer:
+    def __init__(self) -> None:
+        self.enabled = False
+        self.level = 0
+        self.process = ""
+        self.round: int | None = None  # the scheduler round events belong to, when there is one
+        self._file = None
+        self._seq = itertools.count()
+        self._flow = itertools.count(1)
+
+    # ---- set-up -----------------------------------------------------------------------------------
+    def configure(self, trace_dir: str | os.PathLike, process: str, level: int = LEVEL_TOKENS) -> Path:
+        """Start writing this process's events to TRACE_DIR/<process>-<pid>.jsonl."""
+        if not 1 <= level <= 3:
+            raise ValueError(f"trace level must be 1, 2 or 3, not {level}")
+        self.close()
+        folder = Path(trace_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{process}-{os.getpid()}.jsonl"
+        self._file = open(path, "a", encoding="utf-8", buffering=1 << 16)
+        self.process, self.level, self.enabled = process, level, True
+        self._seq, self._flow = itertools.count(), itertools.count(1)
+        # both clocks at one instant: the reader aligns every process's monotonic clock with it
+        self.event("trace.process_start", wall_ns=time.time_ns(), mono_ns=time.monotonic_ns(),
+                   schema=SCHEMA_VERSION, level=level)
+        atexit.register(self.close)
+        return path
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+            self._file.close()
+            self._file = None
+        self.enabled = False
+
+    def flush(self) -> None:
+        """Called at the end of every scheduler round, so a reader tailing the files sees whole rounds."""
+        if self._file is not None:
+            self._file.flush()
+
+    # ---- emitting ---------------------------------------------------------------------------------
+    def event(self, name: str, *, rid: str | None = None, rids: list[str] | None = None,
+              flow: str | None = None, flow_dir: str | None = None, ph: str = "i", **attrs: Any) -> None:
+        """One event. ph: "i" instant, "B"/"E" span begin/end. flow pairs a send with its receive."""
+        if self._file is None:
+            return
+        record: dict[str, Any] = {
+            "v": SCHEMA_VERSION, "seq": next(self._seq), "ts": time.monotonic_ns(), "proc": self.process,
+            "pid": os.getpid(), "name": name, "ph": ph,
+        }
+        if rid is not None:
+            record["rid"] = rid
+        if rids is not None:
+            record["rids"] = rids
+        if self.round is not None:
+            record["round"] = self.round
+        if flow is not None:
+            record["flow"] = {"id": flow, "dir": flow_dir}
+        if attrs:
+            record["attrs"] = attrs
+        self._file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_jsonable) + "\n")
+
+    def begin(self, name: str, **kw: Any) -> None:
+        self.event(name, ph="B", **kw)
+
+    def end(self, name: str, **kw: Any) -> None:
+        self.event(name, ph="E", **kw)
+
+    def new_flow_id(self) -> str:
+        """A flow id unique across processes: the sender's pid and a counter."""
+        return f"{os.getpid()}:{next(self._flow)}"
+
+
+def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):  # tensors and numpy arrays
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    return str(obj)
+
+
+tracer = Tracer()
