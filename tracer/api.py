@@ -31,6 +31,7 @@ class Tracer:
         self._file = None
         self._seq = itertools.count()
         self._flow = itertools.count(1)
+        self._pid = 0
 
     # ---- set-up -----------------------------------------------------------------------------------
     def configure(self, trace_dir: str | os.PathLike, process: str, level: int = LEVEL_TOKENS) -> Path:
@@ -43,7 +44,7 @@ class Tracer:
         path = folder / f"{process}-{os.getpid()}.jsonl"
         self._file = open(path, "a", encoding="utf-8", buffering=1 << 16)
         self.process, self.level, self.enabled = process, level, True
-        self._seq, self._flow = itertools.count(), itertools.count(1)
+        self._seq, self._flow, self._pid = itertools.count(), itertools.count(1), os.getpid()
         # both clocks at one instant: the reader aligns every process's monotonic clock with it
         self.event("trace.process_start", wall_ns=time.time_ns(), mono_ns=time.monotonic_ns(),
                    schema=SCHEMA_VERSION, level=level)
@@ -70,7 +71,7 @@ class Tracer:
             return
         record: dict[str, Any] = {
             "v": SCHEMA_VERSION, "seq": next(self._seq), "ts": time.monotonic_ns(), "proc": self.process,
-            "pid": os.getpid(), "name": name, "ph": ph,
+            "pid": self._pid, "name": name, "ph": ph,
         }
         if rid is not None:
             record["rid"] = rid
@@ -82,7 +83,7 @@ class Tracer:
             record["flow"] = {"id": flow, "dir": flow_dir}
         if attrs:
             record["attrs"] = attrs
-        self._file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_jsonable) + "\n")
+        self._file.write(_encode(record) + "\n")
 
     def begin(self, name: str, **kw: Any) -> None:
         self.event(name, ph="B", **kw)
@@ -92,7 +93,7 @@ class Tracer:
 
     def new_flow_id(self) -> str:
         """A flow id unique across processes: the sender's pid and a counter."""
-        return f"{os.getpid()}:{next(self._flow)}"
+        return f"{self._pid or os.getpid()}:{next(self._flow)}"
 
 
 def _jsonable(obj: Any) -> Any:
@@ -102,5 +103,8 @@ def _jsonable(obj: Any) -> Any:
         return list(obj)
     return str(obj)
 
+
+# one encoder for every event: json.dumps with options builds a new JSONEncoder on each call
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_jsonable).encode
 
 tracer = Tracer()

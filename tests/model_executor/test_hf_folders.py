@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from minisgl.configs.model_config import ModelConfig
+from minisgl.configs.model_config import ModelConfig, UnsupportedModel
 from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.model_executor.static_generate import decode, extend, greedy_generate
 from minisgl.model_loader.loader import load_model_config, resolve_model
@@ -191,8 +191,6 @@ def test_pool_size_derived_from_mem_fraction_static(case):
 
 
 def test_missing_unexpected_or_misshapen_weight_is_a_clear_error(tmp_path):
-    from minisgl.configs.model_config import UnsupportedModel
-
     _hf_model("qwen2").save_pretrained(tmp_path, safe_serialization=True)
     (f,) = tmp_path.glob("*.safetensors")
     good = load_file(str(f))

@@ -1,0 +1,135 @@
+"""`minisgl trace show|check|export DIR`: read a trace folder without running the engine.
+
+Every failure to read (no folder, wrong schema version, corrupt line) is one line on stderr and exit
+status 2, so scripts can tell "the trace is broken" (1, from check) from "I could not read it" (2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+
+class ExportFormat(NamedTuple):
+    """One `trace export --format` choice: a function from a Trace to the file's text, and its suffix."""
+
+    render: Callable  # (Trace) -> str
+    suffix: str
+    help: str
+
+
+def _perfetto(trace) -> str:
+    from tracer.export_perfetto import export_perfetto
+
+    return export_perfetto(trace)
+
+
+# Add a format here: its name, a function Trace -> str, the default file suffix.
+EXPORT_FORMATS: dict[str, ExportFormat] = {
+    "perfetto": ExportFormat(_perfetto, ".perfetto.json",
+                             "Chrome/Perfetto trace-event JSON (open it at ui.perfetto.dev)"),
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("trace", help="read a trace folder: show it, check it, export it",
+                       description="Read a trace folder (written with trace_dir / --trace-dir) without "
+                                   "running the engine.")
+    tsub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda args: _usage(p))
+
+    s = tsub.add_parser("show", help="tables of the requests and rounds (and one request's timeline)",
+                        description="Print a table of every request's lifecycle and of every round's batch.")
+    s.add_argument("dir", help="the trace folder")
+    s.add_argument("--rid",
+                   help="also print this request's event-by-event timeline (a unique prefix will do)")
+    s.set_defaults(func=_show)
+
+    c = tsub.add_parser("check", help="check the trace's invariants (exit 0 if they all hold, 1 if not)",
+                        description="Check that messages arrive, requests finish, KV slots are returned, "
+                                    "tokens match the streamed text, and replay agrees with the engine every "
+                                    "round.")
+    c.add_argument("dir", help="the trace folder")
+    c.set_defaults(func=_check)
+
+    e = tsub.add_parser("export", help="write the trace in another format (perfetto)",
+                        description="Write the trace in another format. Formats: "
+                                    + "; ".join(f"{k}: {v.help}" for k, v in EXPORT_FORMATS.items()))
+    e.add_argument("dir", help="the trace folder")
+    e.add_argument("--format", choices=sorted(EXPORT_FORMATS), default="perfetto", help="output format")
+    e.add_argument("-o", "--output", help="the file to write; '-' for stdout (default: DIR/trace<suffix>)")
+    e.set_defaults(func=_export)
+
+
+def _usage(p: argparse.ArgumentParser) -> int:
+    p.print_help()
+    return 2
+
+
+def _guard(name: str, fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run a subcommand; a trace that cannot be read is one line on stderr and exit status 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        from tracer.reader import TraceError
+
+        try:
+            return fn(args)
+        except TraceError as e:
+            print(f"minisgl trace {name}: error: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:
+            what = f"{e.strerror or e}: {e.filename or ''}".rstrip(": ")
+            print(f"minisgl trace {name}: error: {what}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def _show_impl(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tracer.reader import load_trace
+    from tracer.show import find_rid, show
+
+    trace = load_trace(args.dir)
+    rid = find_rid(trace, args.rid) if args.rid else None  # a bad --rid fails before any table is printed
+    show(trace, Console(), rid)
+    return 0
+
+
+def _check_impl(args: argparse.Namespace) -> int:
+    from tracer.check import check_trace, summary
+    from tracer.reader import load_trace
+
+    trace = load_trace(args.dir)
+    for w in trace.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    failures = check_trace(trace)
+    if not failures:
+        print(f"trace OK: {summary(trace)}")
+        return 0
+    for line in failures:
+        print(line)
+    print(f"trace FAILED: {len(failures)} problem(s) in {summary(trace)}")
+    return 1
+
+
+def _export_impl(args: argparse.Namespace) -> int:
+    from tracer.reader import load_trace
+
+    fmt = EXPORT_FORMATS[args.format]
+    text = fmt.render(load_trace(args.dir))
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    path = Path(args.output) if args.output else Path(args.dir) / f"trace{fmt.suffix}"
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path} ({args.format}, {len(text)} bytes)")
+    return 0
+
+
+_show = _guard("show", _show_impl)
+_check = _guard("check", _check_impl)
+_export = _guard("export", _export_impl)

@@ -1,0 +1,186 @@
+"""Invariants a correct trace must satisfy. Each failure is one line saying what broke and where.
+
+They check the engine (no leaked KV slot, no lost message, every request finished) and the trace
+against itself (replay from delta events agrees with the engine's own end-of-round summary).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from tracer.event import Event
+from tracer.reader import Trace
+from tracer.replay import replay
+from tracer.state import TREE, UNASSIGNED
+from tracer.tree import tree_slots
+
+SCHED_TERMINAL = ("sched.finished", "sched.refused")
+AFTER_FINISH = ("sched.batch_formed", "sched.output_appended")  # a finished request must not run again
+HTTP_TERMINAL = ("http.response_finished", "http.error")
+
+
+def check_trace(trace: Trace) -> list[str]:
+    """Every failed invariant, one line each; an empty list means the trace is consistent."""
+    return (check_ipc(trace) + check_lifecycles(trace) + check_kv(trace) + check_tokens(trace)
+            + check_rounds(trace) + check_replay(trace))
+
+
+def summary(trace: Trace) -> str:
+    return f"{len(trace.events)} events, {len(trace.rids())} requests, {len(trace.rounds())} rounds"
+
+
+def check_ipc(trace: Trace) -> list[str]:
+    """Every message sent was received, and every message received was sent: same flow id on both ends."""
+    ends: dict[str, dict[str, list[Event]]] = defaultdict(lambda: {"send": [], "recv": []})
+    for ev in trace.events:
+        if ev.name in ("ipc.send", "ipc.recv") and ev.flow_id is not None:
+            ends[ev.flow_id]["send" if ev.name == "ipc.send" else "recv"].append(ev)
+    out = []
+    for fid, pair in ends.items():
+        for have, lack, verb in (("send", "recv", "sent"), ("recv", "send", "received")):
+            if pair[have] and not pair[lack]:
+                ev = pair[have][0]
+                other = "received" if verb == "sent" else "sent"
+                out.append(f"ipc: message {fid} ({ev.get('msg')}) was {verb} by {ev.proc} ({ev.where}) "
+                           f"but never {other}")
+            if len(pair[have]) > 1:
+                out.append(f"ipc: message {fid} was {verb} {len(pair[have])} times")
+    return out
+
+
+def check_lifecycles(trace: Trace) -> list[str]:
+    """Every request starts where requests enter (HTTP, or sched.req_created offline) and ends finished
+    or aborted."""
+    server = any(p.proc == "tokenizer_manager" for p in trace.processes())  # else the offline engine
+    starts = ("http.request_received",) if server else ("sched.req_created", "sched.refused")
+    out = []
+    for rid in trace.rids():
+        evs = trace.by_rid(rid)
+        names = [ev.name for ev in evs]
+        first_start = next((i for i, n in enumerate(names) if n in starts), None)
+        if first_start is None:
+            out.append(f"request {rid}: never received (no {' or '.join(starts)} event); first event is "
+                       f"{evs[0].name} ({evs[0].where})")
+            continue
+        reached_scheduler = any(n in ("sched.req_created", "sched.refused") for n in names)
+        needed = [SCHED_TERMINAL] if reached_scheduler else []
+        if server:
+            needed.append(HTTP_TERMINAL)
+        for terminal in needed:
+            end = next((i for i, n in enumerate(names) if n in terminal), None)
+            if end is None:
+                out.append(f"request {rid}: never finished or aborted (no {' or '.join(terminal)}); "
+                           f"last event is {evs[-1].name} ({evs[-1].where})")
+            elif end < first_start:
+                out.append(f"request {rid}: {names[end]} ({evs[end].where}) comes before it was received")
+        done = next((ev for ev in evs if ev.name in SCHED_TERMINAL), None)
+        if done is not None:
+            late = next((ev for ev in evs if ev.index > done.index and ev.name in AFTER_FINISH), None)
+            if late is not None:
+                out.append(f"request {rid}: {late.name} ({late.where}) after it finished ({done.where})")
+    return out
+
+
+def check_kv(trace: Trace) -> list[str]:
+    """No slot is allocated twice, and by the end every allocated slot was freed or handed to the cache."""
+    out, owner = [], {}
+    for ev in trace.events:
+        slots = [int(s) for s in ev.get("slots") or []]
+        if ev.name == "kv.alloc":
+            taken = [s for s in slots if s in owner]
+            if taken:
+                out.append(f"kv: {ev.where} allocates slot(s) {taken[:8]} that are still held "
+                           f"(by {owner[taken[0]]})")
+            owner.update((s, UNASSIGNED) for s in slots)
+        elif ev.name == "kv.assigned":
+            owner.update((s, ev.rid or UNASSIGNED) for s in slots)
+        elif ev.name == "cache.inserted":
+            owner.update((s, TREE) for s in slots)
+        elif ev.name in ("kv.free", "cache.evicted"):
+            for s in slots:
+                owner.pop(s, None)
+    leaked: dict[str, list[int]] = defaultdict(list)
+    for s, o in owner.items():
+        if o != TREE:
+            leaked[o].append(s)
+    for o, slots in leaked.items():
+        who = "allocated but never assigned" if o == UNASSIGNED else f"still held by {o}"
+        out.append(f"kv: {len(slots)} slot(s) {sorted(slots)[:8]} {who} at the end: never freed or cached")
+    return out
+
+
+def check_tokens(trace: Trace) -> list[str]:
+    """Sampled tokens are the detokenized ones, and the detokenized text is what was streamed."""
+    sampled, detok_ids, detok_text = defaultdict(list), defaultdict(list), defaultdict(str)
+    sse, woken = defaultdict(str), defaultdict(str)
+    for ev in trace.events:
+        if ev.name == "sched.output_appended":
+            sampled[ev.rid].append(ev.get("token_id"))
+        elif ev.name == "detok.decoded":
+            detok_ids[ev.rid] += list(ev.get("token_ids") or [])
+            detok_text[ev.rid] += ev.get("delta") or ""
+        elif ev.name == "http.sse_chunk":
+            sse[ev.rid] += ev.get("delta") or ""
+        elif ev.name == "tm.waiter_woken":
+            woken[ev.rid] += ev.get("delta_text") or ""
+    out = []
+    if detok_ids:  # level 1 has neither; a scheduler-only trace has no detokenizer
+        for rid in dict.fromkeys([*sampled, *detok_ids]):
+            if sampled[rid] != detok_ids[rid]:
+                out.append(f"tokens: request {rid}: sampled {_short(sampled[rid])} but detokenized "
+                           f"{_short(detok_ids[rid])}")
+    for name, streamed in (("SSE chunks", sse), ("tm.waiter_woken", woken)):
+        for rid, text in streamed.items():
+            if text != detok_text[rid]:
+                out.append(f"text: request {rid}: detokenizer sent {detok_text[rid]!r} but {name} "
+                           f"carried {text!r}")
+    return out
+
+
+def check_rounds(trace: Trace) -> list[str]:
+    """Rounds are numbered 1, 2, 3 … with no gap; each forms one batch and ends once."""
+    ends = [ev.round for ev in trace.events if ev.name == "sched.round_end"]
+    formed = Counter(ev.round for ev in trace.events if ev.name == "sched.batch_formed")
+    out = []
+    if None in ends or None in formed:
+        out.append("rounds: a sched.batch_formed or sched.round_end has no round number")
+    numbers = [n for n in ends if n is not None]
+    expected = list(range(1, len(numbers) + 1))
+    if numbers != expected:
+        out.append(f"rounds: sched.round_end rounds go {_short(numbers)}, expected {_short(expected)}")
+    for n, count in Counter(numbers).items():
+        if count > 1:
+            out.append(f"rounds: round {n} ends {count} times")
+    for n, count in formed.items():
+        if n is not None and count > 1:
+            out.append(f"rounds: round {n} forms {count} batches")
+        if n is not None and n not in numbers:
+            out.append(f"rounds: round {n} formed a batch but has no sched.round_end")
+    return out
+
+
+def check_replay(trace: Trace) -> list[str]:
+    """Replay (from delta events) and the engine's sched.round_end agree at every round."""
+    out = []
+    round_ends = [ev for ev in trace.events if ev.name == "sched.round_end"]
+    for state, ev in zip(replay(trace), round_ends):
+        facts = [("waiting", state.waiting, ev.get("waiting")), ("running", state.running, ev.get("running")),
+                 ("chunked", state.chunked, ev.get("chunked")),
+                 ("cached_slots", state.cached_slots, ev.get("cached_slots"))]
+        if state.kv_size is not None:
+            facts.append(("free_slots", state.free_slots, ev.get("free_slots")))
+        for name, mine, theirs in facts:
+            if theirs is not None and mine != theirs:
+                out.append(f"round {ev.round}: {name}: replay says {_short(mine)}, sched.round_end says "
+                           f"{_short(theirs)} ({ev.where})")
+        owned_by_tree, in_tree = set(state.slots_of(TREE)), tree_slots(state.tree)
+        if state.tree and owned_by_tree != in_tree:
+            out.append(f"round {ev.round}: the tree holds slots {_short(sorted(in_tree))} but cache events "
+                       f"gave it {_short(sorted(owned_by_tree))}")
+    return out
+
+
+def _short(x: object, limit: int = 12) -> str:
+    if isinstance(x, list) and len(x) > limit:
+        return f"[{', '.join(map(repr, x[:limit]))}, … {len(x) - limit} more]"
+    return repr(x)

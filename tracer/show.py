@@ -1,0 +1,136 @@
+"""`minisgl trace show`: what happened, as tables — one row per request, one row per round, and with
+--rid the request's own event-by-event timeline. Everything is computed from the trace by replay."""
+
+from __future__ import annotations
+
+from statistics import mean
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from tracer.event import Event
+from tracer.fmt import compact, finish_type, ms, ranges, short_rid
+from tracer.reader import Trace, TraceError
+from tracer.replay import replay, state_at
+from tracer.state import ReqState
+
+PROC_SHORT = {"tokenizer_manager": "tm", "scheduler": "sched", "detokenizer": "detok", "engine": "engine"}
+HIDDEN_ATTRS = {"type", "schema", "texts", "logprobs", "nodes", "sampling_params", "input_ids", "positions"}
+
+
+def show(trace: Trace, console: Console, rid: str | None = None) -> None:
+    """Print the requests table, the rounds table, and (with rid) that request's timeline."""
+    console.print(f"[bold]{trace.folder}[/]: {len(trace.events)} events, level {trace.level}, processes "
+                  + ", ".join(f"{p.proc}({p.pid})" for p in trace.processes()))
+    for w in trace.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    console.print(requests_table(trace))
+    console.print(rounds_table(trace))
+    if rid is not None:
+        console.print(timeline_table(trace, find_rid(trace, rid)))
+
+
+def find_rid(trace: Trace, rid: str) -> str:
+    """The rid itself, or the one rid that starts with it (engine rids are long)."""
+    if rid in trace.rids():
+        return rid
+    hits = [r for r in trace.rids() if r.startswith(rid)]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        known = ", ".join(map(short_rid, trace.rids())) or "none"
+        raise TraceError(f"no request {rid!r} in the trace (it has {known})")
+    raise TraceError(f"{rid!r} is the start of {len(hits)} request ids; give more of it")
+
+
+def requests_table(trace: Trace) -> Table:
+    t = Table(title="Requests", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+              caption="prompt/cached/out: tokens; wait (in the queue), TTFT, ITL (mean): ms; "
+                      "pf/dec: prefill/decode rounds")
+    for name in ("rid", "prompt", "cached", "out", "wait", "pf", "dec", "TTFT", "ITL", "finish"):
+        t.add_column(name, justify="left" if name in ("rid", "finish") else "right")
+    if not trace.events:
+        return t
+    final = state_at(trace, len(trace.events) - 1)
+    received = {ev.rid: ev.time_ns for ev in trace.events if ev.name == "http.request_received"}
+    for rid, req in final.reqs.items():
+        start = received.get(rid, req.created_ns)
+        wait = req.admitted_ns - req.enqueued_ns if req.admitted_ns and req.enqueued_ns else None
+        ttft = req.token_ns[0] - start if req.token_ns and start is not None else None
+        t.add_row(short_rid(rid), str(req.input_len), str(req.cached_tokens), str(req.output_len), ms(wait),
+                  str(len(req.prefill_rounds)), str(len(req.decode_rounds)), ms(ttft), ms(_itl(req)),
+                  finish_type(req.finish_reason) if req.finish_reason else req.status)
+    return t
+
+
+def _itl(req: ReqState) -> float | None:
+    gaps = [b - a for a, b in zip(req.token_ns, req.token_ns[1:])]
+    return mean(gaps) if gaps else None
+
+
+def rounds_table(trace: Trace) -> Table:
+    t = Table(title="Rounds", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
+              caption="rows: rows computed; extend/seq: per request; ms: model forward")
+    for name in ("round", "mode", "rids", "rows", "extend", "seq", "out_cache_loc", "ms"):
+        t.add_column(name, justify="right" if name in ("round", "rows", "ms") else "left", overflow="fold")
+    for state in replay(trace):
+        b = state.batch
+        if b is None:
+            t.add_row(str(state.round), "-", "", "0", "", "", "", "")
+            continue
+        t.add_row(str(state.round), b.mode, " ".join(short_rid(r, 8) for r in b.rids),
+                  str(len(b.forward_rows)), _ints(b.extend_lens), _ints(b.seq_lens), ranges(b.out_cache_loc),
+                  "-" if b.duration_ms is None else f"{b.duration_ms:.1f}")
+    return t
+
+
+def _ints(xs: list[int]) -> str:
+    return " ".join(map(str, xs)) if xs else "-"
+
+
+def timeline_table(trace: Trace, rid: str) -> Table:
+    t = Table(title=f"Request {rid}", caption="ms: since the request's first event", box=box.SIMPLE_HEAD,
+              pad_edge=False, padding=(0, 1))
+    t.add_column("ms", justify="right", no_wrap=True)
+    t.add_column("proc", no_wrap=True)
+    t.add_column("event", no_wrap=True)
+    t.add_column("facts", overflow="fold")
+    events = trace.by_rid(rid)
+    start = events[0].time_ns if events else trace.start_ns  # ms since the request's first event
+    for ev in events:
+        t.add_row(f"{(ev.time_ns - start) / 1e6:.3f}", PROC_SHORT.get(ev.proc, ev.proc[:6]), _event_name(ev),
+                  facts(ev, rid))
+    return t
+
+
+def _event_name(ev: Event) -> str:
+    name = ev.name
+    if ev.ph in ("B", "E"):
+        name += f" {ev.ph}"
+    return name
+
+
+def facts(ev: Event, rid: str | None = None) -> str:
+    """The event's attributes on one line; for a batch, only this request's column of each list."""
+    parts = []
+    if ev.round is not None:
+        parts.append(f"r{ev.round}")
+    attrs = dict(ev.attrs)
+    rids = ev.rids or ev.get("rids") or []
+    if rid in rids and ev.name == "sched.batch_formed":
+        i = rids.index(rid)
+        attrs = {"mode": ev.get("forward_mode"), "of": len(rids)}
+        attrs.update({k: ev.get(k)[i] for k in ("prefix_lens", "extend_lens", "seq_lens")
+                      if len(ev.get(k) or []) > i})
+    elif rid in rids and ev.name == "sched.sampled":
+        i = rids.index(rid)
+        attrs = {k: v[i] for k, v in (("token", ev.get("token_ids")), ("text", ev.get("texts")))
+                 if isinstance(v, list) and len(v) > i}
+    for k, v in attrs.items():
+        if k in HIDDEN_ATTRS or v is None or v == "":
+            continue
+        parts.append(f"{k}={compact(v)}")
+    if ev.flow_id:
+        parts.append(f"flow={ev.flow_id}")
+    return " ".join(parts)
