@@ -52,13 +52,18 @@ def _rid_fields(obj: Any) -> dict:
 
 class Engine:
     def __init__(self, model: str | None = None, trace_dir: str | None = None, trace_level: int = 2,
-                 **kwargs: Any):
+                 _loaded: Engine | None = None, **kwargs: Any):
         self.server_args = ServerArgs(model=model, **kwargs)
         self.server_args.validate()
-        source = resolve_model(self.server_args.model)
-        self.model_config = load_model_config(source)
-        self.tokenizer = load_tokenizer(source)
-        self.model_runner = ModelRunner(self.model_config, source, self.server_args)
+        if _loaded is None:
+            source = resolve_model(self.server_args.model)
+            self.model_config = load_model_config(source)
+            self.tokenizer = load_tokenizer(source)
+            self.model_runner = ModelRunner(self.model_config, source, self.server_args)
+        else:  # share the weights and tokenizer; fresh pools and scheduler
+            self.model_config, self.tokenizer = _loaded.model_config, _loaded.tokenizer
+            self.model_runner = ModelRunner(self.model_config, _loaded.model_runner.source, self.server_args,
+                                            model=_loaded.model_runner.model)
         self.trace_path = tracer.configure(trace_dir, "engine", trace_level) if trace_dir is not None else None
         self._to_scheduler = _Inbox("tokenizer_manager", "scheduler")
         self._to_detokenizer = _Inbox("scheduler", "detokenizer")
@@ -78,6 +83,8 @@ class Engine:
         rids = rid if isinstance(rid, list) else [rid or uuid.uuid4().hex for _ in prompts]
         if len(params) != len(prompts) or len(rids) != len(prompts):
             raise ValueError("sampling_params and rid lists must have one entry per prompt")
+        if len(set(rids)) != len(rids) or any(r in self._states for r in rids):
+            raise ValueError(f"duplicate request id in {rids}")
         if stream:
             if not single:
                 raise ValueError("stream=True takes a single prompt")
@@ -88,6 +95,15 @@ class Engine:
             self._step()
         results = [self._finish_result(r) for r in rids]
         return results[0] if single else results
+
+    def fork(self, trace_dir: str | None = None, trace_level: int = 2, **overrides: Any) -> Engine:
+        """A new Engine on the same loaded weights with other scheduler or memory flags (not dtype/model)."""
+        args = {**vars(self.server_args), **overrides}
+        for fixed in ("model", "dtype", "device"):
+            if args[fixed] != getattr(self.server_args, fixed):
+                raise ValueError(f"fork() cannot change {fixed}; create a new Engine")
+        model = args.pop("model")
+        return Engine(model, trace_dir=trace_dir, trace_level=trace_level, _loaded=self, **args)
 
     def abort(self, rid: str) -> None:
         self._to_scheduler.send(AbortReq(rid))

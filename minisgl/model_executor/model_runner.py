@@ -38,13 +38,16 @@ def resolve_device(name: str) -> torch.device:
 
 
 class ModelRunner:
-    def __init__(self, model_config: ModelConfig, source: ModelSource, server_args: ServerArgs):
+    def __init__(self, model_config: ModelConfig, source: ModelSource, server_args: ServerArgs,
+                 model: torch.nn.Module | None = None):
+        """`model`: weights already loaded by another runner (same dtype and device) to share."""
         self.model_config = model_config
         self.server_args = server_args
+        self.source = source
         self.device = resolve_device(server_args.device)
         self.dtype = resolve_dtype(server_args.dtype, server_args.device)
         self.context_len = server_args.context_length or model_config.context_len
-        self.model = self._load_model(source)
+        self.model = model if model is not None else self._load_model(source)
         self._init_memory_pool()
         self.attn_backend = TorchNativeAttnBackend()
 

@@ -1,8 +1,8 @@
 """Messages between the processes. Plain dataclasses: each is one handoff a trace can show.
 
-tokenizer manager -> scheduler:   TokenizedGenerateReqInput, AbortReq, FlushCacheReq
-scheduler -> detokenizer:         BatchTokenIDOutput
-detokenizer -> tokenizer manager: BatchStrOutput
+tokenizer manager -> scheduler:   TokenizedGenerateReqInput, AbortReq, FlushCacheReq, GetLoadReq
+scheduler -> detokenizer:         BatchTokenIDOutput, and the replies FlushCacheReqOutput, GetLoadReqOutput
+detokenizer -> tokenizer manager: BatchStrOutput, and the replies passed on unchanged
 """
 
 from __future__ import annotations
@@ -29,7 +29,32 @@ class AbortReq:
 
 @dataclass
 class FlushCacheReq:
-    pass
+    trace_flow: str | None = None
+
+
+@dataclass
+class FlushCacheReqOutput:
+    """The scheduler flushes only when idle; the caller learns whether it did."""
+
+    success: bool
+    trace_flow: str | None = None
+
+
+@dataclass
+class GetLoadReq:
+    """Ask the scheduler for its queues and KV cache use (the server's /health reports it)."""
+
+    trace_flow: str | None = None
+
+
+@dataclass
+class GetLoadReqOutput:
+    num_running_reqs: int
+    num_waiting_reqs: int
+    free_slots: int  # KV slots nobody holds
+    cached_slots: int  # KV slots held by the radix tree
+    total_slots: int
+    trace_flow: str | None = None
 
 
 @dataclass

@@ -43,6 +43,7 @@ class SchedulerOutputProcessorMixin:
             if req.finished():
                 self.tree_cache.cache_finished_req(req)
         self.stream_output(batch.reqs)
+        batch.filter_batch()  # finished requests leave running_batch now, not next round
 
     def _append_token(self, req: Req, next_id: int, logprob: float) -> None:
         req.output_ids.append(next_id)
@@ -75,8 +76,8 @@ class SchedulerOutputProcessorMixin:
             out.completion_tokens.append(n_out)
             out.cached_tokens.append(req.cached_tokens)
             out.max_new_tokens.append(req.sampling_params.max_new_tokens)
-            if req.finished():
-                self.rid_to_req.pop(req.rid, None)
+            if req.finished() and self.rid_to_req.get(req.rid) is req:  # a refused duplicate is not the owner
+                del self.rid_to_req[req.rid]
         if out.rids:
             if tracer.enabled:
                 out.trace_flow = tracer.new_flow_id()

@@ -42,7 +42,7 @@ class AddReqResult(Enum):
 class PrefillAdder:
     def __init__(self, tree_cache, token_to_kv_pool, running_reqs: list[Req], new_token_ratio: float,
                  max_prefill_tokens: int, chunked_prefill_size: int | None, max_running_requests: int,
-                 mixed_decode_rows: int = 0):
+                 mixed_decode_rows: int = 0, has_chunked_req: bool = False):
         self.tree_cache = tree_cache
         self.rem_input_tokens = max_prefill_tokens - mixed_decode_rows
         self.rem_chunk_tokens = chunked_prefill_size
@@ -53,7 +53,7 @@ class PrefillAdder:
         )
         self.rem_kv_room = token_to_kv_pool.available_size() + tree_cache.evictable_size()  # hard limit
         self.rem_running = max_running_requests - len(running_reqs)
-        self.nothing_running = not running_reqs
+        self.nothing_running = not running_reqs and not has_chunked_req
         self.can_run_list: list[Req] = []
         self.new_chunked_req: Req | None = None
         self.log: list[tuple[str, str, dict]] = []  # (rid, decision, facts): one line per candidate
@@ -64,9 +64,10 @@ class PrefillAdder:
         if limit <= 0:
             self.log.append((req.rid, "refused", {"budget": "kv_cache"}))
             return req
+        full_len = len(req.fill_ids)
         end = len(req.prefix_indices) + min(req.extend_input_len, limit)
-        self._admit(req, end, chunked=end < len(req.fill_ids))
-        return req if end < len(req.origin_input_ids) else None
+        self._admit(req, end, chunked=end < full_len)
+        return req if end < full_len else None
 
     def add_one_req(self, req: Req) -> AddReqResult:
         if self.rem_running <= 0:
@@ -76,24 +77,32 @@ class PrefillAdder:
         if self.rem_chunk_tokens is not None and self.rem_chunk_tokens <= 0:
             return self._refuse(req, "chunked_prefill_size", AddReqResult.OTHER)
         need = req.extend_input_len + _future_tokens(req)
-        # the very first request of an idle engine always fits (its max_new_tokens was clamped to the pool)
-        if need > self.rem_total_tokens and not (self.nothing_running and not self.can_run_list):
+        # the first request of an idle engine always fits (its max_new_tokens was clamped to the pool)
+        idle = self.nothing_running and not self.can_run_list
+        if (need > self.rem_total_tokens and not idle) or self.rem_kv_room < 1:
             return self._refuse(req, "kv_cache", AddReqResult.NO_TOKEN, need=need)
 
-        self.rem_total_tokens += self.tree_cache.inc_lock_ref(req.last_node)  # locked prefix: no longer evictable
-        limit = self._chunk_limit()
-        if req.extend_input_len <= limit:
+        # a locked prefix is no longer evictable: both room counters shrink by it
+        delta = self.tree_cache.inc_lock_ref(req.last_node)
+        self.rem_total_tokens += delta
+        self.rem_kv_room += delta
+        chunking = self.rem_chunk_tokens is not None
+        if req.extend_input_len <= self.rem_kv_room and (not chunking or req.extend_input_len <= self._chunk_limit()):
             self._admit(req, len(req.fill_ids), chunked=False)
             self.rem_total_tokens -= _future_tokens(req)
             return AddReqResult.CONTINUE
+        take = min(self._chunk_limit(), self.rem_kv_room) if chunking else 0
+        if take <= 0:  # no chunking, or no room at all: it waits
+            self.tree_cache.dec_lock_ref(req.last_node)
+            return self._refuse(req, "kv_cache", AddReqResult.NO_TOKEN, need=need)
         # too long for this round: take a chunk now, the rest in later rounds
-        self._admit(req, len(req.prefix_indices) + limit, chunked=True)
+        self._admit(req, len(req.prefix_indices) + take, chunked=True)
         self.new_chunked_req = req
         return AddReqResult.OTHER
 
     def _chunk_limit(self) -> int:
-        limits = [self.rem_input_tokens] + ([self.rem_chunk_tokens] if self.rem_chunk_tokens is not None else [])
-        return max(1, min(limits))
+        """Rows one prompt may take this round when chunking is on."""
+        return max(1, min(self.rem_input_tokens, self.rem_chunk_tokens))
 
     def _admit(self, req: Req, end: int, chunked: bool) -> None:
         start = len(req.prefix_indices)

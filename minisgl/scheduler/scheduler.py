@@ -19,7 +19,14 @@ from minisgl.mem_cache.radix_cache import RadixCache
 from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.sampling.sampling_params import SamplingParams
 from minisgl.scheduler.finish_reason import FINISH_ABORT
-from minisgl.scheduler.io_struct import AbortReq, FlushCacheReq, TokenizedGenerateReqInput
+from minisgl.scheduler.io_struct import (
+    AbortReq,
+    FlushCacheReq,
+    FlushCacheReqOutput,
+    GetLoadReq,
+    GetLoadReqOutput,
+    TokenizedGenerateReqInput,
+)
 from minisgl.scheduler.output_processor import SchedulerOutputProcessorMixin
 from minisgl.scheduler.req import Req
 from minisgl.scheduler.schedule_batch import ScheduleBatch
@@ -61,7 +68,14 @@ class Scheduler(SchedulerOutputProcessorMixin):
         self.rid_to_req: dict[str, Req] = {}  # every request not yet finished
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.forward_ct = 0  # rounds that ran a batch
+        self.num_retracted = 0
         self._traced_tree: list[dict] | None = None
+        if tracer.enabled:
+            a = server_args
+            tracer.event("sched.config", kv_size=self.token_to_kv_pool.size,
+                         max_running_requests=a.max_running_requests, max_prefill_tokens=a.max_prefill_tokens,
+                         chunked_prefill_size=a.chunked_prefill_size, schedule_policy=self.policy.policy,
+                         disable_radix_cache=a.disable_radix_cache, enable_mixed_chunk=a.enable_mixed_chunk)
 
     # ---- the loop ---------------------------------------------------------------------------------
     def event_loop_normal(self) -> None:
@@ -85,7 +99,10 @@ class Scheduler(SchedulerOutputProcessorMixin):
         return batch
 
     def is_idle(self) -> bool:
-        return not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None
+        # last round's prefill requests join running_batch only at the start of the next round
+        pending = self.last_batch is not None and self.last_batch.forward_mode.is_extend() and any(
+            not r.finished() for r in self.last_batch.reqs)
+        return not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None and not pending
 
     def recv_requests(self, block: bool = False) -> list:
         return self.recv_from_tokenizer.recv_all(block)
@@ -97,7 +114,9 @@ class Scheduler(SchedulerOutputProcessorMixin):
             elif isinstance(recv_req, AbortReq):
                 self.abort_request(recv_req)
             elif isinstance(recv_req, FlushCacheReq):
-                self.flush_cache()
+                self.send_to_detokenizer.send(FlushCacheReqOutput(self.flush_cache()))
+            elif isinstance(recv_req, GetLoadReq):
+                self.send_to_detokenizer.send(self.get_load())
             else:
                 raise TypeError(f"scheduler got an unknown message: {type(recv_req).__name__}")
 
@@ -157,6 +176,16 @@ class Scheduler(SchedulerOutputProcessorMixin):
         else:  # running or mid-prefill: it finishes when its next token is processed
             req.to_abort = True
 
+    def get_load(self) -> GetLoadReqOutput:
+        """The server's /health shows this, so a test can see a finished or aborted request's slots come back."""
+        return GetLoadReqOutput(
+            num_running_reqs=len(self.rid_to_req) - len(self.waiting_queue),  # admitted, not yet finished
+            num_waiting_reqs=len(self.waiting_queue),
+            free_slots=self.token_to_kv_pool.available_size(),
+            cached_slots=self.tree_cache.total_size(),
+            total_slots=self.token_to_kv_pool.size,
+        )
+
     def flush_cache(self) -> bool:
         if not self.is_idle():
             logger.warning("flush_cache refused: requests are still queued or running")
@@ -186,11 +215,14 @@ class Scheduler(SchedulerOutputProcessorMixin):
         if len(running) >= self.server_args.max_running_requests and self.chunked_req is None:
             return None
         self.policy.calc_priority(self.waiting_queue)
+        if tracer.enabled and self.policy.policy == "lpm":
+            tracer.event("sched.queue_sorted", waiting=[r.rid for r in self.waiting_queue])
         mixed = self.server_args.enable_mixed_chunk and bool(running)
         adder = PrefillAdder(
             self.tree_cache, self.token_to_kv_pool, running, self.new_token_ratio,
             self.server_args.max_prefill_tokens, self.server_args.chunked_prefill_size,
             self.server_args.max_running_requests, mixed_decode_rows=len(running) if mixed else 0,
+            has_chunked_req=self.chunked_req is not None,
         )
         if self.chunked_req is not None:
             self.chunked_req.init_next_round_input()
@@ -232,6 +264,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             retracted = batch.retract_decode()
             logger.info("retracted %d request(s) to free KV cache: %s", len(retracted), [r.rid for r in retracted])
             self.waiting_queue = retracted + self.waiting_queue
+            self.num_retracted += len(retracted)
             if tracer.enabled:
                 trace_hooks.retracted(retracted, len(self.waiting_queue))
             self.new_token_ratio = INIT_NEW_TOKEN_RATIO
