@@ -57,7 +57,7 @@ class ModelRunner:
             model = cls(self.model_config)
         # built on the meta device (no random init), then filled from the checkpoint
         model = model.to_empty(device="cpu").to(torch.float32)
-        model.model.layers[0].self_attn.rotary_emb.build_cache()  # one table, shared by all layers
+        model.model.rotary_emb.build_cache()
         model.load_weights(iter_weights(source, self.model_config))
         return model.to(device=self.device, dtype=self.dtype).eval()
 

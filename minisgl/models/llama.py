@@ -16,12 +16,12 @@ from minisgl.layers.activation import SiluAndMul
 from minisgl.layers.layernorm import RMSNorm
 from minisgl.layers.logits_processor import LogitsProcessor
 from minisgl.layers.radix_attention import RadixAttention
-from minisgl.layers.rotary_embedding import RotaryEmbedding
+from minisgl.layers.rotary_embedding import RotaryEmbedding, apply_rotary_emb
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, config: ModelConfig, layer_id: int, rotary_emb: RotaryEmbedding):
+    def __init__(self, config: ModelConfig, layer_id: int):
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
@@ -36,16 +36,15 @@ class LlamaAttention(nn.Module):
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         else:
             self.q_norm = self.k_norm = None
-        self.rotary_emb = rotary_emb
         self.attn = RadixAttention(self.num_heads, self.head_dim, self.head_dim**-0.5, self.num_kv_heads, layer_id)
 
-    def forward(self, positions: torch.Tensor, hidden: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
+    def forward(self, cos_sin, hidden: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
         q, k, v = self.qkv_proj(hidden).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.reshape(-1, self.num_heads, self.head_dim)
         k = k.reshape(-1, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rotary_emb(positions, q, k)
+        q, k = apply_rotary_emb(q, k, cos_sin)
         out = self.attn(q.flatten(1), k.flatten(1), v, forward_batch)
         return self.o_proj(out)
 
@@ -62,15 +61,15 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig, layer_id: int, rotary_emb: RotaryEmbedding):
+    def __init__(self, config: ModelConfig, layer_id: int):
         super().__init__()
-        self.self_attn = LlamaAttention(config, layer_id, rotary_emb)
+        self.self_attn = LlamaAttention(config, layer_id)
         self.mlp = LlamaMLP(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, positions, hidden, forward_batch):
-        hidden = hidden + self.self_attn(positions, self.input_layernorm(hidden), forward_batch)
+    def forward(self, cos_sin, hidden, forward_batch):
+        hidden = hidden + self.self_attn(cos_sin, self.input_layernorm(hidden), forward_batch)
         return hidden + self.mlp(self.post_attention_layernorm(hidden))
 
 
@@ -78,14 +77,16 @@ class LlamaModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        rotary = RotaryEmbedding(config.head_dim, config.max_position_embeddings, config.rope_theta, config.rope_scaling)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(config, i, rotary) for i in range(config.num_hidden_layers))
+        self.rotary_emb = RotaryEmbedding(config.head_dim, config.max_position_embeddings, config.rope_theta,
+                                          config.rope_scaling)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(self, input_ids, positions, forward_batch):
         hidden = self.embed_tokens(input_ids)
+        cos_sin = self.rotary_emb(positions, hidden.dtype)  # by logical position, shared by all layers
         for layer in self.layers:
-            hidden = layer(positions, hidden, forward_batch)
+            hidden = layer(cos_sin, hidden, forward_batch)
         return self.norm(hidden)
 
 

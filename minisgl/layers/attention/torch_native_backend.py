@@ -64,6 +64,7 @@ class TorchNativeAttnBackend:
         idx = self._decode_kv_indices  # [B, L]
         k = k_buf[idx].transpose(1, 2)  # [B, KVH, L, D]
         v = v_buf[idx].transpose(1, 2)
+        # one query row per request: torch's grouped-query path is the fast one here
         out = F.scaled_dot_product_attention(
             q.unsqueeze(2), k, v, attn_mask=self._decode_mask, scale=layer.scaling, enable_gqa=True
         )  # [B, H, 1, D]
@@ -71,13 +72,19 @@ class TorchNativeAttnBackend:
 
     def _forward_extend(self, q, k_buf, v_buf, layer):
         out = torch.empty_like(q)
+        groups = layer.tp_q_head_num // layer.tp_k_head_num
         for start, n_new, kv_indices, mask in self._extend_plan:
-            qi = q[start : start + n_new].transpose(0, 1)  # [H, n, D]
-            ki = k_buf[kv_indices].transpose(0, 1)  # [KVH, seq, D]
-            vi = v_buf[kv_indices].transpose(0, 1)
+            # 4-D [1, H, n, D]: with 3-D inputs torch falls back to its slow unfused path on CPU
+            qi = q[start : start + n_new].transpose(0, 1).unsqueeze(0)
+            ki = _expand_kv(k_buf[kv_indices].transpose(0, 1), groups, dim=0).unsqueeze(0)  # [1, H, seq, D]
+            vi = _expand_kv(v_buf[kv_indices].transpose(0, 1), groups, dim=0).unsqueeze(0)
             causal = mask is None and n_new > 1
-            oi = F.scaled_dot_product_attention(
-                qi, ki, vi, attn_mask=mask, is_causal=causal, scale=layer.scaling, enable_gqa=True
-            )
-            out[start : start + n_new] = oi.transpose(0, 1)
+            oi = F.scaled_dot_product_attention(qi, ki, vi, attn_mask=mask, is_causal=causal, scale=layer.scaling)
+            out[start : start + n_new] = oi[0].transpose(0, 1)
         return out
+
+
+def _expand_kv(x: torch.Tensor, groups: int, dim: int) -> torch.Tensor:
+    """Grouped-query attention: each KV head serves `groups` query heads. For many query rows,
+    expanding the KV heads explicitly is much faster on CPU than torch's enable_gqa path."""
+    return x if groups == 1 else x.repeat_interleave(groups, dim=dim)
