@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/minisgl generate "What is the capital of China?"
+	$(VENV)/bin/minisgl demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q

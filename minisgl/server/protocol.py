@@ -145,15 +145,18 @@ def to_sampling_params_dict(request: SamplingRequest) -> dict[str, Any]:
 class GenerateReqInput(RequestModel):
     """SGLang's normalized request: what every endpoint turns its body into before the engine sees it."""
 
-    rid: str = Field(default_factory=_new_id)
+    rid: str = Field(default_factory=_new_id, min_length=1)
     text: str | None = None
     input_ids: list[TokenId] | None = None
+    # chat turns from /v1/chat/completions: the TokenizerManager applies the chat template to them
+    messages: list[dict[str, Any]] | None = None
     sampling_params: dict[str, Any] = Field(default_factory=dict)
     stream: bool = False
 
     @model_validator(mode="after")
     def _exactly_one_input(self) -> GenerateReqInput:
-        if (self.text is None) == (self.input_ids is None):
+        given = [x for x in (self.text, self.input_ids, self.messages) if x is not None]
+        if len(given) != 1:
             raise ValueError("give exactly one of text or input_ids")
         return self
 

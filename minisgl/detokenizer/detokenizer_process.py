@@ -1,0 +1,73 @@
+"""run_detokenizer_process: the child process that turns the scheduler's token ids into text deltas.
+
+It sits between the scheduler and the tokenizer manager, so the scheduler's replies to control messages
+(GetLoadReqOutput, FlushCacheReqOutput) travel the same road and are passed on unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from multiprocessing.connection import Connection
+
+import zmq
+
+from minisgl.detokenizer.detokenizer_manager import DetokenizerManager
+from minisgl.scheduler.io_struct import BatchStrOutput, BatchTokenIDOutput
+from minisgl.server.child_process import one_line, setup_child_process
+from minisgl.server.http_server_args import HttpServerArgs
+from minisgl.server.port_args import PortArgs
+from minisgl.server.zmq_io import PullReceiver, PushSender
+from minisgl.server_args import ServerArgs
+from tracer.api import LEVEL_TOKENS, tracer
+
+logger = logging.getLogger(__name__)
+
+
+def run_detokenizer_process(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
+                            pipe_writer: Connection) -> None:
+    setup_child_process("detokenizer", http_args.log_level, http_args.trace_dir, http_args.trace_level,
+                        port_args.ipc_dir)
+    try:
+        from minisgl.model_loader.loader import load_tokenizer, resolve_model
+
+        manager = DetokenizerManager(load_tokenizer(resolve_model(server_args.model)))
+        context = zmq.Context()
+        recv_from_scheduler = PullReceiver(context, port_args.detokenizer_ipc_name, src="scheduler")
+        send_to_tokenizer = PushSender(context, port_args.tokenizer_ipc_name, dst="tokenizer_manager")
+    except Exception as e:
+        logger.exception("the detokenizer could not start")
+        pipe_writer.send({"status": "error", "message": one_line(e), "exit_code": 1})
+        sys.exit(1)
+    pipe_writer.send({"status": "ready"})
+    try:
+        event_loop(manager, recv_from_scheduler, send_to_tokenizer)
+    except Exception as e:
+        logger.exception("the detokenizer crashed")
+        pipe_writer.send({"status": "died", "message": one_line(e)})
+        sys.exit(1)
+
+
+def event_loop(manager: DetokenizerManager, recv_from_scheduler: PullReceiver, send_to_tokenizer: PushSender
+               ) -> None:
+    while True:
+        recv_objs = recv_from_scheduler.recv_all(block=True)
+        for recv_obj in recv_objs:
+            if isinstance(recv_obj, BatchTokenIDOutput):
+                out = manager.handle_batch_token_id_out(recv_obj)
+                if tracer.enabled and tracer.level >= LEVEL_TOKENS:
+                    _trace_decoded(manager, recv_obj, out)
+                send_to_tokenizer.send(out)
+            else:
+                recv_obj.trace_flow = None  # a new hop, so a new flow id: the scheduler's ended here
+                send_to_tokenizer.send(recv_obj)
+        if recv_objs and tracer.enabled:
+            tracer.flush()
+
+
+def _trace_decoded(manager: DetokenizerManager, recv_obj: BatchTokenIDOutput, out: BatchStrOutput) -> None:
+    for rid, ids, step in zip(out.rids, recv_obj.output_ids, manager.last_steps):
+        tracer.event("detok.decoded", rid=rid, type="BatchStrOutput", token_ids=list(ids), delta=step.delta_text,
+                     read_offset=step.read_offset, surr_offset=step.surr_offset,
+                     held_back_tokens=step.held_back.incomplete_tokens, stop_prefix=step.held_back.stop_prefix,
+                     stop_trimmed=step.stop_trimmed)

@@ -1,0 +1,59 @@
+"""run_scheduler_process: the child process that owns the model, the KV cache and the Scheduler loop."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from multiprocessing.connection import Connection
+
+import zmq
+
+from minisgl.server.child_process import one_line, setup_child_process
+from minisgl.server.http_server_args import HttpServerArgs
+from minisgl.server.port_args import PortArgs
+from minisgl.server.zmq_io import PullReceiver, PushSender
+from minisgl.server_args import ServerArgs
+
+logger = logging.getLogger(__name__)
+
+
+def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
+                          pipe_writer: Connection) -> None:
+    setup_child_process("scheduler", http_args.log_level, http_args.trace_dir, http_args.trace_level,
+                        port_args.ipc_dir)
+    from minisgl.configs.model_config import UnsupportedModel
+    from minisgl.model_loader.bundled import ModelNotFound
+
+    try:
+        scheduler = _build_scheduler(server_args, port_args)
+    except Exception as e:
+        logger.exception("the scheduler could not start")
+        pipe_writer.send({"status": "error", "message": one_line(e),
+                          "exit_code": 2 if isinstance(e, (ModelNotFound, UnsupportedModel)) else 1})
+        sys.exit(2)
+    runner = scheduler.model_runner
+    # what the tokenizer manager needs to refuse a request before it is sent (SGLang's get_init_info)
+    pipe_writer.send({"status": "ready", "max_req_len": scheduler.max_req_len,
+                      "max_total_num_tokens": runner.max_total_num_tokens, "context_len": runner.context_len,
+                      "vocab_size": runner.model_config.vocab_size})
+    try:
+        scheduler.event_loop_normal()
+    except Exception as e:
+        logger.exception("the scheduler crashed")
+        pipe_writer.send({"status": "died", "message": one_line(e)})
+        sys.exit(1)
+
+
+def _build_scheduler(server_args: ServerArgs, port_args: PortArgs):
+    from minisgl.model_executor.model_runner import ModelRunner
+    from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
+    from minisgl.scheduler.scheduler import Scheduler
+
+    source = resolve_model(server_args.model)
+    config = load_model_config(source)
+    tokenizer = load_tokenizer(source)
+    runner = ModelRunner(config, source, server_args)
+    context = zmq.Context()
+    recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name, src="tokenizer_manager")
+    send_to_detokenizer = PushSender(context, port_args.detokenizer_ipc_name, dst="detokenizer")
+    return Scheduler(server_args, runner, tokenizer, recv_from_tokenizer, send_to_detokenizer)

@@ -1,0 +1,171 @@
+"""OpenAIServingBase.handle_request: the skeleton every generation endpoint shares.
+
+    parse and validate the body -> _convert_to_internal_request (GenerateReqInput) -> stream or not
+
+Both branches await the TokenizerManager's first output before answering: a request the engine refuses
+still gets a 4xx status line and an OpenAI error body, never a 200 followed by a broken stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+
+from minisgl.server.errors import RequestError
+from minisgl.server.protocol import GenerateReqInput, UsageInfo, format_validation_error
+from minisgl.server.tokenizer_manager import TokenizerManager
+from tracer.api import LEVEL_TOKENS, tracer
+
+Chunk = tuple[dict[str, Any], str]  # one SSE payload, and the text it adds (for the trace)
+
+
+class OpenAIServingBase:
+    request_cls: type[BaseModel]
+    endpoint: str
+
+    def __init__(self, tokenizer_manager: TokenizerManager, served_model_name: str):
+        self.tokenizer_manager = tokenizer_manager
+        self.served_model_name = served_model_name
+
+    # ---- what each endpoint defines ---------------------------------------------------------------
+    def _convert_to_internal_request(self, request: Any, rid: str) -> GenerateReqInput:
+        raise NotImplementedError
+
+    def _sampling_params(self, request: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _stream_chunks(self, out: dict[str, Any], request: Any, first: bool) -> list[Chunk]:
+        raise NotImplementedError
+
+    def _build_response(self, out: dict[str, Any], request: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _new_rid(self, request: Any) -> str:
+        return uuid.uuid4().hex
+
+    def _validate_request(self, request: Any) -> None:
+        model = getattr(request, "model", None)
+        if model and model != self.served_model_name:
+            raise RequestError(f"the model `{model}` does not exist: this server serves `{self.served_model_name}`",
+                               status_code=404, param="model", code="model_not_found")
+
+    # ---- the skeleton -----------------------------------------------------------------------------
+    async def handle_request(self, raw_request: Request) -> Response:
+        rid = None
+        try:
+            request = self._parse(await raw_request.body())
+            rid = self._new_rid(request)
+            if tracer.enabled:
+                tracer.event("http.request_received", rid=rid, endpoint=self.endpoint, stream=request.stream,
+                             type=self.request_cls.__name__, sampling_params=self._sampling_params(request))
+            self._validate_request(request)
+            obj = self._convert_to_internal_request(request, rid)
+            if request.stream:
+                return await self._handle_streaming_request(obj, request, raw_request)
+            return await self._handle_non_streaming_request(obj, request, raw_request)
+        except RequestError as e:
+            if tracer.enabled:
+                _trace_error(rid, e.status_code, e.message)
+            return e.to_json_response()
+
+    def _parse(self, body: bytes) -> Any:
+        try:
+            return self.request_cls.model_validate_json(body)
+        except ValidationError as e:
+            err = format_validation_error(e).error
+            raise RequestError(err.message, param=err.param) from None
+
+    async def _handle_non_streaming_request(self, obj: GenerateReqInput, request: Any, raw_request: Request
+                                            ) -> Response:
+        generator = self.tokenizer_manager.generate_request(obj, raw_request)
+        out = await generator.__anext__()
+        await generator.aclose()
+        response = self._build_response(out, request)
+        if tracer.enabled:
+            _trace_finished(obj.rid, out, 200)
+        return JSONResponse(response)
+
+    async def _handle_streaming_request(self, obj: GenerateReqInput, request: Any, raw_request: Request
+                                        ) -> Response:
+        generator = self.tokenizer_manager.generate_request(obj, raw_request)
+        first = await generator.__anext__()  # a refusal raises here, while the status can still be 400
+        return StreamingResponse(
+            self._generate_stream(first, generator, request, obj.rid), media_type="text/event-stream",
+            # runs however the stream ended, a client disconnect included
+            background=BackgroundTask(self.tokenizer_manager.abort_if_unfinished, obj.rid),
+        )
+
+    async def _generate_stream(self, first: dict[str, Any], generator: AsyncIterator[dict[str, Any]],
+                               request: Any, rid: str) -> AsyncIterator[str]:
+        index, out = 0, first
+        try:
+            while True:
+                for payload, delta in self._stream_chunks(out, request, first=out is first):
+                    data = f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+                    if tracer.enabled and tracer.level >= LEVEL_TOKENS:
+                        tracer.event("http.sse_chunk", rid=rid, type="SSE chunk", index=index, delta=delta,
+                                     bytes=len(data.encode()))
+                    index += 1
+                    yield data
+                if out["meta_info"]["finish_reason"] is not None:
+                    break
+                out = await generator.__anext__()
+            if tracer.enabled:
+                _trace_finished(rid, out, 200)
+        except RequestError as e:  # too late for a status line: the error goes into the stream
+            if tracer.enabled:
+                _trace_error(rid, e.status_code, e.message)
+            yield f"data: {e.to_response().model_dump_json()}\n\n"
+        except (asyncio.CancelledError, GeneratorExit):  # the client left mid-stream
+            if tracer.enabled:
+                _trace_error(rid, 499, "the client closed the connection")
+            raise
+        finally:
+            await generator.aclose()
+        yield "data: [DONE]\n\n"
+
+
+# ---- helpers the endpoints share ------------------------------------------------------------------
+def finish_reason_of(meta: dict[str, Any]) -> str | None:
+    reason = meta["finish_reason"]
+    return None if reason is None else reason["type"]
+
+
+def matched_stop_of(meta: dict[str, Any]) -> int | str | None:
+    reason = meta["finish_reason"]
+    return reason.get("matched") if reason else None
+
+
+def usage_of(meta: dict[str, Any]) -> UsageInfo:
+    return UsageInfo.of(meta["prompt_tokens"], meta["completion_tokens"], meta["cached_tokens"])
+
+
+def dump_chunk(chunk: BaseModel) -> dict[str, Any]:
+    """A stream chunk as OpenAI sends it: no `usage` key until the usage chunk, no null fields in a delta."""
+    data = chunk.model_dump(mode="json")
+    if data.get("usage") is None:
+        data.pop("usage", None)
+    for choice in data.get("choices", []):
+        if "delta" in choice:
+            choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}
+    return data
+
+
+def _trace_finished(rid: str, out: dict[str, Any], status: int) -> None:
+    meta = out["meta_info"]
+    tracer.event("http.response_finished", rid=rid, finish_reason=meta["finish_reason"],
+                 usage=usage_of(meta).model_dump(), status=status)
+    tracer.flush()
+
+
+def _trace_error(rid: str | None, status: int, message: str) -> None:
+    tracer.event("http.error", rid=rid, status=status, message=message)
+    tracer.flush()

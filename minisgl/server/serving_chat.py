@@ -1,0 +1,70 @@
+"""OpenAIServingChat: POST /v1/chat/completions. Messages go to the TokenizerManager as they are; it applies
+the model's chat template, exactly as the offline Engine does, so both give the same answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minisgl.server.protocol import (
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    ChatCompletionResponseChoice,
+    ChatCompletionResponseStreamChoice,
+    ChatCompletionStreamResponse,
+    ChatMessage,
+    ChoiceDelta,
+    GenerateReqInput,
+    to_sampling_params_dict,
+)
+from minisgl.server.serving_base import (
+    Chunk,
+    OpenAIServingBase,
+    dump_chunk,
+    finish_reason_of,
+    matched_stop_of,
+    usage_of,
+)
+
+
+class OpenAIServingChat(OpenAIServingBase):
+    request_cls = ChatCompletionRequest
+    endpoint = "/v1/chat/completions"
+
+    def _sampling_params(self, request: ChatCompletionRequest) -> dict[str, Any]:
+        return to_sampling_params_dict(request)
+
+    def _convert_to_internal_request(self, request: ChatCompletionRequest, rid: str) -> GenerateReqInput:
+        messages = [{"role": m.role, "content": m.text()} for m in request.messages]
+        return GenerateReqInput(rid=rid, messages=messages, sampling_params=to_sampling_params_dict(request),
+                                stream=request.stream)
+
+    def _build_response(self, out: dict[str, Any], request: ChatCompletionRequest) -> dict[str, Any]:
+        meta = out["meta_info"]
+        choice = ChatCompletionResponseChoice(message=ChatMessage(content=out["text"]),
+                                              finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta))
+        response = ChatCompletionResponse(id=f"chatcmpl-{meta['id']}", model=self.served_model_name,
+                                          choices=[choice], usage=usage_of(meta))
+        return response.model_dump(mode="json")
+
+    def _stream_chunks(self, out: dict[str, Any], request: ChatCompletionRequest, first: bool) -> list[Chunk]:
+        meta = out["meta_info"]
+        chunk_id = f"chatcmpl-{meta['id']}"
+
+        def chunk(delta: ChoiceDelta, **choice: Any) -> dict[str, Any]:
+            stream_choice = ChatCompletionResponseStreamChoice(delta=delta, **choice)
+            return dump_chunk(ChatCompletionStreamResponse(id=chunk_id, model=self.served_model_name,
+                                                           choices=[stream_choice]))
+
+        chunks: list[Chunk] = []
+        if first:  # OpenAI opens every stream with the role
+            chunks.append((chunk(ChoiceDelta(role="assistant", content="")), ""))
+        if out["delta"]:
+            chunks.append((chunk(ChoiceDelta(content=out["delta"])), out["delta"]))
+        if meta["finish_reason"] is not None:
+            chunks.append((chunk(ChoiceDelta(), finish_reason=finish_reason_of(meta),
+                                 matched_stop=matched_stop_of(meta)), ""))
+            if request.stream_options is not None and request.stream_options.include_usage:
+                usage = ChatCompletionStreamResponse(id=chunk_id, model=self.served_model_name, choices=[],
+                                                     usage=usage_of(meta))
+                chunks.append((dump_chunk(usage), ""))
+        return chunks

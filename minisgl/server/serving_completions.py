@@ -1,0 +1,64 @@
+"""OpenAIServingCompletion: POST /v1/completions, one prompt given as text or as token ids, no template."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minisgl.server.protocol import (
+    CompletionRequest,
+    CompletionResponse,
+    CompletionResponseChoice,
+    CompletionResponseStreamChoice,
+    CompletionStreamResponse,
+    GenerateReqInput,
+    to_sampling_params_dict,
+)
+from minisgl.server.serving_base import (
+    Chunk,
+    OpenAIServingBase,
+    dump_chunk,
+    finish_reason_of,
+    matched_stop_of,
+    usage_of,
+)
+
+
+class OpenAIServingCompletion(OpenAIServingBase):
+    request_cls = CompletionRequest
+    endpoint = "/v1/completions"
+
+    def _sampling_params(self, request: CompletionRequest) -> dict[str, Any]:
+        return to_sampling_params_dict(request)
+
+    def _convert_to_internal_request(self, request: CompletionRequest, rid: str) -> GenerateReqInput:
+        prompt = {"text": request.prompt} if isinstance(request.prompt, str) else {"input_ids": request.prompt}
+        return GenerateReqInput(rid=rid, sampling_params=to_sampling_params_dict(request), stream=request.stream,
+                                **prompt)
+
+    def _build_response(self, out: dict[str, Any], request: CompletionRequest) -> dict[str, Any]:
+        meta = out["meta_info"]
+        choice = CompletionResponseChoice(text=out["text"], finish_reason=finish_reason_of(meta),
+                                          matched_stop=matched_stop_of(meta))
+        response = CompletionResponse(id=f"cmpl-{meta['id']}", model=self.served_model_name, choices=[choice],
+                                      usage=usage_of(meta))
+        return response.model_dump(mode="json")
+
+    def _stream_chunks(self, out: dict[str, Any], request: CompletionRequest, first: bool) -> list[Chunk]:
+        meta = out["meta_info"]
+        chunk_id = f"cmpl-{meta['id']}"
+
+        def chunk(text: str, **choice: Any) -> dict[str, Any]:
+            stream_choice = CompletionResponseStreamChoice(text=text, **choice)
+            return dump_chunk(CompletionStreamResponse(id=chunk_id, model=self.served_model_name,
+                                                       choices=[stream_choice]))
+
+        chunks: list[Chunk] = []
+        if out["delta"]:
+            chunks.append((chunk(out["delta"]), out["delta"]))
+        if meta["finish_reason"] is not None:
+            chunks.append((chunk("", finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta)), ""))
+            if request.stream_options is not None and request.stream_options.include_usage:
+                usage = CompletionStreamResponse(id=chunk_id, model=self.served_model_name, choices=[],
+                                                 usage=usage_of(meta))
+                chunks.append((dump_chunk(usage), ""))
+        return chunks

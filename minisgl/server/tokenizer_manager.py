@@ -1,0 +1,273 @@
+"""TokenizerManager: the main process's bridge to the engine, on the asyncio event loop.
+
+A request coroutine runs `generate_request`: tokenize, `_send_one_request` (send and return at once), then
+`_wait_one_response` (sleep on its ReqState's event). One background task, `handle_loop`, receives every
+BatchStrOutput from the detokenizer, files each rid's piece into its ReqState and wakes that waiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+import zmq.asyncio
+from starlette.requests import Request
+
+from minisgl.sampling.sampling_params import SamplingParams
+from minisgl.scheduler.io_struct import (
+    AbortReq,
+    BatchStrOutput,
+    FlushCacheReq,
+    FlushCacheReqOutput,
+    GetLoadReq,
+    GetLoadReqOutput,
+    TokenizedGenerateReqInput,
+)
+from minisgl.server.errors import RequestError, client_disconnected, server_unavailable
+from minisgl.server.port_args import PortArgs
+from minisgl.server.protocol import GenerateReqInput
+from minisgl.server.zmq_io import AsyncPullReceiver, PushSender
+from tracer.api import tracer
+
+logger = logging.getLogger(__name__)
+
+DISCONNECT_POLL_S = 1.0  # a waiter with nothing new checks this often whether its client is still there
+
+
+@dataclass
+class ReqState:
+    """What one waiting request shares with handle_loop: pieces not yet taken, and its wake-up event."""
+
+    out_list: list[dict[str, Any]]
+    finished: bool
+    event: asyncio.Event
+    obj: GenerateReqInput
+    text: str = ""  # everything decoded so far
+    output_ids: list[int] = field(default_factory=list)
+    error: RequestError | None = None  # set when the engine can no longer answer
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """What the scheduler process reports when ready, so bad requests are refused before they are sent."""
+
+    max_req_len: int  # prompt + output tokens one request may hold
+    max_total_num_tokens: int  # KV cache slots
+    context_len: int
+    vocab_size: int
+
+
+class TokenizerManager:
+    def __init__(self, port_args: PortArgs, tokenizer, limits: EngineLimits):
+        self.tokenizer = tokenizer
+        self.limits = limits
+        self.rid_to_state: dict[str, ReqState] = {}
+        self.dead_reason: str | None = None  # why the engine stopped answering, once a child died
+        self._context = zmq.Context()
+        self._async_context = zmq.asyncio.Context()
+        self.send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name, dst="scheduler")
+        self.recv_from_detokenizer = AsyncPullReceiver(self._async_context, port_args.tokenizer_ipc_name,
+                                                       src="detokenizer")
+        self._reply_waiters: dict[type, deque[asyncio.Future]] = defaultdict(deque)
+
+    # ---- one request ------------------------------------------------------------------------------
+    async def generate_request(self, obj: GenerateReqInput, request: Request | None = None
+                               ) -> AsyncIterator[dict[str, Any]]:
+        """Yield the request's outputs: every piece if obj.stream, else one final output.
+
+        Every refusal raises RequestError before the first yield, so the caller can still pick a status.
+        """
+        self._check_alive()
+        if tracer.enabled:
+            tracer.event("tm.generate_req_input", rid=obj.rid, type="GenerateReqInput")
+        tokenized = self._tokenize_one_request(obj)
+        state = self._init_req_state(obj)
+        try:
+            self._send_one_request(tokenized)
+            async for out in self._wait_one_response(obj, state, request):
+                yield out
+        finally:
+            if self.rid_to_state.get(obj.rid) is state:  # cancelled mid-wait: the scheduler must let it go
+                self.abort_request(obj.rid, drop_state=True)
+
+    def _tokenize_one_request(self, obj: GenerateReqInput) -> TokenizedGenerateReqInput:
+        try:
+            params = SamplingParams.from_dict(obj.sampling_params)
+            params.verify()
+        except (ValueError, TypeError) as e:
+            raise RequestError(str(e), param="sampling_params") from None
+        text: str | None
+        if obj.messages is not None:
+            try:
+                text = self.tokenizer.apply_chat_template(obj.messages, add_generation_prompt=True, tokenize=False)
+            except Exception as e:  # noqa: BLE001  (a template may reject turns in an order it does not allow)
+                raise RequestError(f"the chat template rejected the messages: {e}", param="messages") from None
+            input_ids = self.tokenizer.encode(text, add_special_tokens=False)
+        elif obj.text is not None:
+            text, input_ids = obj.text, self.tokenizer.encode(obj.text, add_special_tokens=False)
+        else:
+            text, input_ids = None, list(obj.input_ids or [])
+            bad = [t for t in input_ids if t >= self.limits.vocab_size]
+            if bad:
+                raise RequestError(f"input_ids has token id {bad[0]}, but the vocabulary has "
+                                   f"{self.limits.vocab_size} ids", param="input_ids")
+        self._check_length(len(input_ids))
+        if tracer.enabled:
+            tracer.event("tm.tokenized", rid=obj.rid, type="TokenizedGenerateReqInput", text=text,
+                         input_ids=input_ids)
+        return TokenizedGenerateReqInput(obj.rid, text, input_ids, dict(obj.sampling_params), obj.stream)
+
+    def _check_length(self, n: int) -> None:
+        if n == 0:
+            raise RequestError("the prompt is empty: at least one input token is needed")
+        limit = self.limits.max_req_len
+        if n >= limit:
+            raise RequestError(
+                f"the prompt has {n} tokens, but at most {limit - 1} fit: this server's limit is {limit} tokens "
+                f"for prompt and output together (context length {self.limits.context_len}, KV cache "
+                f"{self.limits.max_total_num_tokens} slots)", code="context_length_exceeded")
+
+    def _init_req_state(self, obj: GenerateReqInput) -> ReqState:
+        if obj.rid in self.rid_to_state:
+            raise RequestError(f"duplicate request id {obj.rid!r}: a request with it is running", param="rid")
+        state = ReqState(out_list=[], finished=False, event=asyncio.Event(), obj=obj)
+        self.rid_to_state[obj.rid] = state
+        return state
+
+    def _send_one_request(self, tokenized: TokenizedGenerateReqInput) -> None:
+        """Hand the request to the scheduler and return: the GPU-side work is not awaited here."""
+        self.send_to_scheduler.send(tokenized)
+
+    async def _wait_one_response(self, obj: GenerateReqInput, state: ReqState, request: Request | None
+                                 ) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            try:
+                await asyncio.wait_for(state.event.wait(), timeout=DISCONNECT_POLL_S)
+            except asyncio.TimeoutError:
+                if request is not None and await request.is_disconnected():
+                    self.abort_request(obj.rid, drop_state=True)
+                    raise client_disconnected() from None
+                continue
+            if state.error is not None:
+                raise state.error
+            pieces, state.out_list = state.out_list, []
+            state.event.clear()
+            if not (state.finished or obj.stream):
+                continue
+            meta = pieces[-1]["meta_info"]
+            reason = meta["finish_reason"]
+            if reason and reason.get("type") == "abort" and reason.get("status_code"):
+                raise RequestError(reason["message"], status_code=reason["status_code"])
+            yield {"text": state.text, "delta": "".join(p["delta"] for p in pieces),
+                   "output_ids": list(state.output_ids), "meta_info": meta}
+            if state.finished:
+                return
+
+    # ---- the background receiver ------------------------------------------------------------------
+    async def handle_loop(self) -> None:
+        """Receive from the detokenizer forever; one bad message is logged, never fatal to the loop."""
+        while True:
+            recv_obj = await self.recv_from_detokenizer.recv()
+            try:
+                if isinstance(recv_obj, BatchStrOutput):
+                    self._handle_batch_output(recv_obj)
+                elif isinstance(recv_obj, (GetLoadReqOutput, FlushCacheReqOutput)):
+                    self._handle_reply(recv_obj)
+                else:
+                    logger.error("tokenizer manager got an unknown message: %s", type(recv_obj).__name__)
+            except Exception:
+                logger.exception("handling %s failed", type(recv_obj).__name__)
+
+    def _handle_batch_output(self, recv_obj: BatchStrOutput) -> None:
+        for i, rid in enumerate(recv_obj.rids):
+            state = self.rid_to_state.get(rid)
+            if state is None:  # its client left and the state was dropped; this is the scheduler's last word
+                continue
+            reason = recv_obj.finished_reasons[i]
+            delta = recv_obj.output_strs[i]
+            state.text += delta
+            state.output_ids.extend(recv_obj.output_ids[i])
+            meta = {"id": rid, "finish_reason": reason, "prompt_tokens": recv_obj.prompt_tokens[i],
+                    "completion_tokens": recv_obj.completion_tokens[i], "cached_tokens": recv_obj.cached_tokens[i]}
+            state.out_list.append({"delta": delta, "meta_info": meta})
+            if reason is not None:
+                state.finished = True
+                del self.rid_to_state[rid]
+            state.event.set()
+            if tracer.enabled:
+                tracer.event("tm.waiter_woken", rid=rid, delta_text=delta, finished=reason is not None)
+
+    # ---- control messages -------------------------------------------------------------------------
+    def abort_request(self, rid: str, drop_state: bool = False) -> bool:
+        """Ask the scheduler to stop `rid`. Its waiter, if kept, still gets the final "abort" output."""
+        known = rid in self.rid_to_state
+        if drop_state:
+            self.rid_to_state.pop(rid, None)
+        if self.dead_reason is None:
+            self.send_to_scheduler.send(AbortReq(rid))
+        return known
+
+    def abort_if_unfinished(self, rid: str) -> None:
+        """Run after a streaming response ends, however it ended: a client that left must not keep KV."""
+        if rid in self.rid_to_state:
+            self.abort_request(rid, drop_state=True)
+
+    async def get_load(self, timeout: float = 10.0) -> GetLoadReqOutput:
+        return await self._ask_scheduler(GetLoadReq(), GetLoadReqOutput, timeout)
+
+    async def flush_cache(self, timeout: float = 10.0) -> bool:
+        return (await self._ask_scheduler(FlushCacheReq(), FlushCacheReqOutput, timeout)).success
+
+    async def _ask_scheduler(self, req: Any, reply_type: type, timeout: float) -> Any:
+        """Send a control message and await its reply; replies of one type come back in order (FIFO)."""
+        self._check_alive()
+        future = asyncio.get_running_loop().create_future()
+        waiters = self._reply_waiters[reply_type]
+        waiters.append(future)
+        self.send_to_scheduler.send(req)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise RequestError(f"the scheduler did not answer {type(req).__name__} within {timeout:.0f} s",
+                               status_code=503, err_type="server_error") from None
+        finally:
+            if future in waiters:
+                waiters.remove(future)
+
+    def _handle_reply(self, reply: Any) -> None:
+        waiters = self._reply_waiters[type(reply)]
+        while waiters:
+            future = waiters.popleft()
+            if not future.done():
+                future.set_result(reply)
+                return
+
+    # ---- when a child process dies ----------------------------------------------------------------
+    def _check_alive(self) -> None:
+        if self.dead_reason is not None:
+            raise server_unavailable(self.dead_reason)
+
+    def fail_all(self, reason: str) -> None:
+        """Wake every waiter with a 503: nothing more will come from the engine."""
+        self.dead_reason = reason
+        error = server_unavailable(reason)
+        for state in self.rid_to_state.values():
+            state.error = error
+            state.event.set()
+        self.rid_to_state.clear()
+        for waiters in self._reply_waiters.values():
+            for future in waiters:
+                if not future.done():
+                    future.set_exception(error)
+            waiters.clear()
+
+    def close(self) -> None:
+        self.send_to_scheduler.close()
+        self.recv_from_detokenizer.close()
+        self._context.term()
+        self._async_context.term()

@@ -1,0 +1,121 @@
+"""The official `openai` client against a real `minisgl serve`: chat and text completions, streamed and not,
+give the offline Engine's greedy answers (same float32 weights and flags), with OpenAI's usage and finish
+reasons. Also the native /generate and /v1/models."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+CHATS = [
+    [{"role": "user", "content": "What is the capital of China?"}],
+    [{"role": "system", "content": "Answer in one short sentence."},
+     {"role": "user", "content": "Why is the sky blue?"}],
+]
+MAX_TOKENS = 16
+GREEDY = {"max_new_tokens": MAX_TOKENS, "temperature": 0}
+
+
+@pytest.fixture(scope="module")
+def engine_answers(engine) -> list[dict]:
+    return [engine.generate(messages, GREEDY) for messages in CHATS]
+
+
+@pytest.mark.parametrize("i", range(len(CHATS)))
+def test_chat_completion_equals_engine(client, model, engine_answers, i):
+    ref = engine_answers[i]
+    resp = client.chat.completions.create(model=model, messages=CHATS[i], temperature=0, max_tokens=MAX_TOKENS)
+    choice = resp.choices[0]
+    assert choice.message.role == "assistant"
+    assert choice.message.content == ref["text"]
+    assert choice.finish_reason == ref["finish_reason"]["type"]
+    assert resp.usage.prompt_tokens == ref["usage"]["prompt_tokens"]
+    assert resp.usage.completion_tokens == ref["usage"]["completion_tokens"]
+    assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
+    assert resp.id.startswith("chatcmpl-") and resp.model == model
+
+
+@pytest.mark.parametrize("i", range(len(CHATS)))
+def test_chat_stream_equals_engine_and_reports_cached_tokens(client, model, engine_answers, i):
+    ref = engine_answers[i]
+    kwargs = {"model": model, "messages": CHATS[i], "temperature": 0, "max_tokens": MAX_TOKENS}
+    client.chat.completions.create(**kwargs)  # the prompt is now in the radix cache
+    chunks = list(client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ref["text"]
+    reasons = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert reasons == [ref["finish_reason"]["type"]]
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage.completion_tokens == ref["usage"]["completion_tokens"]
+    # every prompt token but the last came from the cache: the last must run to give the next token
+    assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens - 1
+    assert len({c.id for c in chunks}) == 1
+
+
+def test_text_completion_equals_engine_for_text_and_token_ids(client, model, engine):
+    prompt = "The capital of France is"
+    ref = engine.generate(prompt, GREEDY)
+    by_text = client.completions.create(model=model, prompt=prompt, temperature=0, max_tokens=MAX_TOKENS)
+    ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
+    by_ids = client.completions.create(model=model, prompt=ids, temperature=0, max_tokens=MAX_TOKENS)
+    for resp in (by_text, by_ids):
+        assert resp.choices[0].text == ref["text"]
+        assert resp.choices[0].finish_reason == "length"
+        assert resp.usage.completion_tokens == MAX_TOKENS and resp.usage.prompt_tokens == len(ids)
+    chunks = list(client.completions.create(model=model, prompt=prompt, temperature=0, max_tokens=MAX_TOKENS,
+                                            stream=True))
+    assert "".join(c.choices[0].text for c in chunks) == ref["text"]
+    assert chunks[-1].choices[0].finish_reason == "length"
+
+
+def test_max_completion_tokens_and_max_tokens_cut_with_length(client, model):
+    messages = CHATS[0]
+    a = client.chat.completions.create(model=model, messages=messages, temperature=0, max_completion_tokens=3)
+    b = client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=3)
+    for resp in (a, b):
+        assert resp.usage.completion_tokens == 3 and resp.choices[0].finish_reason == "length"
+    assert a.choices[0].message.content == b.choices[0].message.content
+
+
+def test_stop_string_ends_the_answer_before_it(client, model, engine_answers):
+    assert engine_answers[0]["text"].startswith("The capital of China is Beijing")
+    resp = client.chat.completions.create(model=model, messages=CHATS[0], temperature=0, max_tokens=MAX_TOKENS,
+                                          stop=["Beijing"])
+    assert resp.choices[0].message.content == "The capital of China is "
+    assert resp.choices[0].finish_reason == "stop"
+
+
+def test_seed_top_k_min_p_make_sampling_repeatable(client, model):
+    kwargs = {"model": model, "prompt": "Once upon a time", "max_tokens": 12, "temperature": 1.0, "top_p": 0.95,
+              "seed": 1234, "extra_body": {"top_k": 40, "min_p": 0.02}}
+    texts = [client.completions.create(**kwargs).choices[0].text for _ in range(2)]
+    assert texts[0] == texts[1] and texts[0]
+
+
+def test_models_lists_the_served_model(client, model):
+    cards = client.models.list().data
+    assert [c.id for c in cards] == [model]
+    assert cards[0].model_extra["max_model_len"] == 1024
+
+
+def test_native_generate_text_and_input_ids_stream_or_not(http, engine):
+    prompt = "The capital of France is"
+    ref = engine.generate(prompt, GREEDY)
+    resp = http.post("/generate", json={"text": prompt, "sampling_params": GREEDY})
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["text"] == ref["text"] and body["output_ids"] == ref["output_ids"]
+    assert body["meta_info"]["finish_reason"]["type"] == "length"
+    assert body["meta_info"]["completion_tokens"] == MAX_TOKENS
+
+    ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
+    chunks = []
+    with http.stream("POST", "/generate", json={"input_ids": ids, "sampling_params": GREEDY, "stream": True}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line[6:]) for line in lines[:-1]]
+    assert chunks[-1]["text"] == ref["text"] and chunks[-1]["output_ids"] == ref["output_ids"]
+    assert all(b["text"].startswith(a["text"]) for a, b in itertools.pairwise(chunks))  # SGLang: whole text so far

@@ -1,0 +1,142 @@
+"""`minisgl serve` as a process: its help, a clear exit on a missing model, and what happens when the
+scheduler process is killed: waiting clients get 503 at once, serve exits non-zero, no child is left.
+
+(The clean stop after Ctrl-C is checked when the shared server of the session is stopped.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from tests.server.conftest import ENV, ServeProcess
+
+CLI = [sys.executable, "-m", "minisgl.cli"]
+LONG = {"prompt": "Once upon a time", "max_tokens": 900, "ignore_eos": True, "temperature": 0}
+
+
+def test_serve_help_lists_the_server_flags():
+    out = subprocess.run([*CLI, "serve", "--help"], capture_output=True, text=True, env=ENV, timeout=120,
+                         check=False)
+    assert out.returncode == 0
+    for flag in ("--host", "--port", "--model", "--api-key", "--log-level", "--served-model-name", "--trace",
+                 "--trace-level", "--max-total-tokens", "--dtype"):
+        assert flag in out.stdout
+
+
+def test_missing_model_is_one_line_and_exit_status_2(tmp_path):
+    missing = tmp_path / "nope.gguf"
+    out = subprocess.run([*CLI, "serve", "--model", str(missing), "--port", "0"], capture_output=True, text=True,
+                         env=ENV, timeout=120, check=False)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "model not found" in lines[0] and "Traceback" not in out.stderr
+
+
+def _both_arrived(load: dict) -> bool:
+    return load["num_running_reqs"] >= 1 and load["num_running_reqs"] + load["num_waiting_reqs"] == 2
+
+
+def test_killed_scheduler_fails_requests_with_503_and_serve_exits_nonzero():
+    srv = ServeProcess(["--max-total-tokens", "2048", "--context-length", "1024", "--log-level", "warning"])
+    srv.wait_ready()
+    results: dict[str, object] = {}
+    streaming_started = threading.Event()
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120) as http:
+
+            def non_streaming() -> None:
+                resp = httpx.post(f"{srv.url}/v1/completions", json=LONG, timeout=120)
+                results["plain"] = (resp.status_code, resp.json(), time.monotonic())
+
+            def streaming() -> None:
+                with httpx.stream("POST", f"{srv.url}/v1/completions", json={**LONG, "stream": True},
+                                  timeout=120) as resp:
+                    lines = []
+                    for line in resp.iter_lines():
+                        if line:
+                            lines.append(line)
+                            streaming_started.set()
+                    results["stream"] = (resp.status_code, lines)
+
+            threads = [threading.Thread(target=f) for f in (non_streaming, streaming)]
+            threads[1].start()  # the streaming one first: it must be running, so its 200 is already sent
+            threads[0].start()
+            deadline = time.monotonic() + 120
+            while not (streaming_started.is_set() and _both_arrived(http.get("/health").json()["load"])):
+                assert time.monotonic() < deadline, "the two requests never reached the scheduler"
+                time.sleep(0.1)
+            killed_at = time.monotonic()
+            os.kill(srv.pids["scheduler"], signal.SIGKILL)
+            for t in threads:
+                t.join(60)
+
+            status, body, at = results["plain"]
+            assert status == 503 and "scheduler process died" in body["error"]["message"]
+            assert "SIGKILL" in body["error"]["message"]
+            assert at - killed_at < 10  # fails fast, not when some timeout runs out
+            status, lines = results["stream"]  # already 200: the error arrives inside the stream
+            assert status == 200 and lines[-1] == "data: [DONE]"
+            assert "scheduler process died" in json.loads(lines[-2][6:])["error"]["message"]
+            try:
+                late = http.post("/v1/completions", json=LONG)
+                assert late.status_code == 503
+            except httpx.TransportError:
+                pass  # the port already closed
+        code = srv.proc.wait(60)
+        assert code != 0
+        assert "scheduler process died (killed by SIGKILL)" in srv.output()
+        assert srv.alive_descendants() == []
+        assert not Path(srv.ipc_dir).exists()
+    finally:
+        srv.stop(signal.SIGKILL)
+
+
+ORPHAN_SCRIPT = """
+import multiprocessing as mp, sys, time
+from pathlib import Path
+from minisgl.server.child_process import setup_child_process
+
+def child(ipc_dir):
+    setup_child_process("scheduler", "warning", None, 2, ipc_dir)
+    (Path(ipc_dir) / "child-ready").touch()
+    while True:
+        time.sleep(1)
+
+if __name__ == "__main__":
+    proc = mp.get_context("spawn").Process(target=child, args=(sys.argv[1],))
+    proc.start()
+    print(proc.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_child_whose_parent_was_killed_exits_and_removes_the_sockets(tmp_path):
+    """SIGKILL gives the main process no chance to clean up: each child notices it lost its parent.
+    (The same setup_child_process as the scheduler and detokenizer, without loading a model.)"""
+    script, ipc_dir = tmp_path / "parent.py", tmp_path / "ipc"
+    script.write_text(ORPHAN_SCRIPT)
+    ipc_dir.mkdir()
+    parent = subprocess.Popen([sys.executable, str(script), str(ipc_dir)], stdout=subprocess.PIPE, text=True,
+                              env=ENV, cwd=Path(__file__).resolve().parents[2])
+    try:
+        child = psutil.Process(int(parent.stdout.readline()))
+        deadline = time.monotonic() + 60
+        while not (ipc_dir / "child-ready").exists():
+            assert time.monotonic() < deadline and parent.poll() is None, "the child never started"
+            time.sleep(0.1)
+        parent.kill()
+        parent.wait(10)
+        child.wait(15)  # raises TimeoutExpired if the orphan lives on
+        assert not ipc_dir.exists()
+    finally:
+        parent.kill()

@@ -1,0 +1,1 @@
+"""The Textual replay app. Reads traces through `tracer` only."""
