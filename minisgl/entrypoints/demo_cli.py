@@ -76,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
             model=model, messages=[{"role": "user", "content": args.question}], stream=True, temperature=0,
             max_tokens=args.max_tokens,
         )
+        rid = None
         for chunk in stream:
+            rid = rid or chunk.id.removeprefix("chatcmpl-")
             if chunk.choices and chunk.choices[0].delta.content:
                 print(chunk.choices[0].delta.content, end="", flush=True)
         print(f"\n\n({time.perf_counter() - t0:.2f} s)")
@@ -86,8 +88,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"minisgl demo: the server exited with status {code}", file=sys.stderr)
         return 1
     print(f"trace written to {out.trace_dir}")
-    print(f"look at it: minisgl trace show {out.trace_dir}")
+    print(f"$ minisgl trace show {out.trace_dir} --rid {rid}")
+    _show_request(out.trace_dir, rid)
     return 0
+
+
+def _show_request(trace_dir: str, rid: str | None) -> None:
+    """The request's life as the trace recorded it: the same tables as `minisgl trace show --rid`."""
+    from rich.console import Console
+
+    from tracer.reader import load_trace
+    from tracer.show import show
+
+    show(load_trace(trace_dir), Console(), rid=rid)
 
 
 def _stop(proc: subprocess.Popen) -> int:
