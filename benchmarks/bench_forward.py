@@ -52,6 +52,10 @@ _TEXT = (
 )
 
 
+# what the workloads are timed with: wall time, or (--clock cpu) this process's CPU time
+clock = time.perf_counter
+
+
 # ---- inputs ---------------------------------------------------------------------------------------
 def make_prompt(tokenizer, n: int) -> list[int]:
     """`n` real-text token ids (the text repeated until long enough), the same for both engines."""
@@ -71,10 +75,10 @@ def engine_prefill(runner: ModelRunner, prompt: list[int]) -> float:
     """Seconds for one EXTEND of `prompt` (slots taken and given back around it)."""
     idxs = runner.req_to_token_pool.alloc(1)
     try:
-        t0 = time.perf_counter()
+        t0 = clock()
         logits, loc = extend(runner, idxs, [prompt], [0])
         runner.sample_greedy(logits).tolist()
-        dt = time.perf_counter() - t0
+        dt = clock() - t0
         runner.token_to_kv_pool.free(loc)
     finally:
         runner.req_to_token_pool.free(idxs)
@@ -90,14 +94,14 @@ def engine_decode(runner: ModelRunner, prompts: list[list[int]], rounds: int) ->
         taken.append(loc)
         outputs = [[t] for t in runner.sample_greedy(logits).tolist()]
         seq_lens = [len(p) for p in prompts]
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(rounds):
             seq_lens = [s + 1 for s in seq_lens]
             logits, loc = decode(runner, idxs, [o[-1] for o in outputs], seq_lens)
             taken.append(loc)
             for o, t in zip(outputs, runner.sample_greedy(logits).tolist()):
                 o.append(t)
-        dt = time.perf_counter() - t0
+        dt = clock() - t0
     finally:
         if taken:
             runner.token_to_kv_pool.free(torch.cat(taken))
@@ -109,16 +113,16 @@ def engine_decode(runner: ModelRunner, prompts: list[list[int]], rounds: int) ->
 @torch.inference_mode()
 def hf_prefill(model, prompt: list[int]) -> float:
     ids = torch.tensor([prompt], dtype=torch.int64)
-    t0 = time.perf_counter()
+    t0 = clock()
     out = model(input_ids=ids, use_cache=True)
     out.logits[:, -1].argmax(-1).tolist()
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 @torch.inference_mode()
 def hf_generate(model, prompts: list[list[int]], new_tokens: int, pad_id: int) -> tuple[float, torch.Tensor]:
     ids = torch.tensor(prompts, dtype=torch.int64)
-    t0 = time.perf_counter()
+    t0 = clock()
     out = model.generate(
         input_ids=ids,
         attention_mask=torch.ones_like(ids),
@@ -128,7 +132,7 @@ def hf_generate(model, prompts: list[list[int]], new_tokens: int, pad_id: int) -
         pad_token_id=pad_id,
         use_cache=True,
     )
-    return time.perf_counter() - t0, out[:, ids.shape[1]:]
+    return clock() - t0, out[:, ids.shape[1]:]
 
 
 def hf_decode(model, prompts: list[list[int]], rounds: int, pad_id: int) -> tuple[float, list[list[int]]]:
@@ -207,6 +211,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="timed repeats per workload after one warm-up (default: 3, or 1 with --quick)")
     p.add_argument("--reduce", choices=["median", "best"], default="best",
                    help="how repeats are combined (default: best, the least disturbed on a shared machine)")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="wall: elapsed time (default). cpu: this process's CPU time, which time spent preempted by "
+                   "other processes does not inflate; use it with --threads 1 on a shared machine (with more "
+                   "threads it also counts the workers' spin-waiting)")
     p.add_argument("--skip-hf", action="store_true", help="measure minisgl only")
     p.add_argument("--json", metavar="PATH", default=None, help="also write the results as JSON to PATH")
     args = p.parse_args(argv)
@@ -225,6 +233,11 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
     torch.manual_seed(0)
+    global clock
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    if args.clock == "cpu" and threads > 1:
+        print(f"warning: --clock cpu with {threads} threads also counts spin-waiting workers; "
+              "use --threads 1 for a meaningful CPU-time rate", flush=True)
 
     src = resolve_model(args.model)
     cfg = load_model_config(src)
@@ -233,7 +246,7 @@ def main(argv=None) -> int:
     kv_tokens = max(args.prefill_len, max_batch * (args.prompt_len + args.decode_rounds + 1)) + 16
     print(f"model: {src.path.name}  ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size})", flush=True)
     print(f"torch {torch.__version__}, {threads} thread(s) for both sides, cpu count {os.cpu_count()}, "
-          f"{'quick' if args.quick else 'full'} mode", flush=True)
+          f"{'quick' if args.quick else 'full'} mode, {args.clock} clock", flush=True)
 
     t0 = time.perf_counter()
     runner = ModelRunner(
@@ -330,9 +343,13 @@ def main(argv=None) -> int:
         print("greedy token agreement minisgl vs transformers: "
               + ", ".join(f"batch {b}: {a:.0%}" for b, a in agree.items()))
     print(f"decode: prompt {args.prompt_len} tokens, {args.decode_rounds} timed rounds; "
-          f"{args.repeats} repeat(s), {args.reduce}; {threads} thread(s)")
+          f"{args.repeats} repeat(s), {args.reduce}; {threads} thread(s); {args.clock} clock"
+          + (" (tok/s are tokens per CPU-second)" if args.clock == "cpu" else ""))
     noisy = [r["workload"] for r in rows if max((x or 0) for x in r["others_cpu_share"]) > 0.05]
-    if noisy:
+    if noisy and args.clock == "cpu":
+        print(f"note: other processes used > 5% of the CPUs during: {', '.join(noisy)}; the CPU clock leaves out "
+              "time spent preempted, but shared caches and memory bandwidth still slow these a little")
+    elif noisy:
         print(f"warning: other processes used > 5% of the CPUs during: {', '.join(noisy)}; "
               "those numbers are low and noisy; rerun on an idle machine")
 
@@ -350,6 +367,7 @@ def main(argv=None) -> int:
             "decode_rounds": args.decode_rounds,
             "repeats": args.repeats,
             "reduce": args.reduce,
+            "clock": args.clock,
             "results": rows,
             "greedy_agreement": {str(b): round(a, 4) for b, a in agree.items()},
             "note": BANDWIDTH_NOTE,
