@@ -16,6 +16,14 @@ def test_one_streamed_chat_through_every_process(server, client, model, http):
     trace = load_trace(server.trace_dir)
     evs = trace.by_rid(rid)
     names = [e.name for e in evs]
+    every_handoff = {
+        "http.request_received", "tm.generate_req_input", "tm.tokenized", "ipc.send", "ipc.recv",
+        "sched.req_created", "sched.enqueued", "sched.prefix_matched", "sched.admission", "sched.batch_formed",
+        "kv.assigned", "model.forward", "sched.sampled", "sched.output_appended", "sched.finished",
+        "cache.inserted", "detok.decoded", "tm.waiter_woken", "http.sse_chunk", "http.response_finished",
+    }
+    assert every_handoff <= set(names), every_handoff - set(names)
+    assert {"kv.alloc", "sched.round_end", "cache.tree"} <= {e.name for e in trace.events}
     first = {n: names.index(n) for n in dict.fromkeys(names)}
     for a, b in [("http.request_received", "tm.generate_req_input"), ("tm.generate_req_input", "tm.tokenized"),
                  ("tm.tokenized", "ipc.send"), ("sched.req_created", "model.forward"),
