@@ -1,17 +1,22 @@
 """Forward-loop throughput: minisgl's engine vs Hugging Face transformers, bf16, same weights.
 
-    python benchmarks/bench_forward.py            # full run (a few minutes on 2 cores)
-    python benchmarks/bench_forward.py --quick    # about a minute
+    python benchmarks/bench_forward.py            # full run (about 8 minutes on an idle 2-core box)
+    python benchmarks/bench_forward.py --quick    # about a minute and a half, loading included
     python benchmarks/bench_forward.py --json out.json
+    python benchmarks/bench_forward.py --threads 1 --clock cpu   # on a busy shared machine
 
 Workloads
 - prefill: one prompt of --prefill-len tokens. minisgl: one EXTEND; transformers: one forward with
-  use_cache=True. Warmed up once, then the median of --repeats runs.
+  use_cache=True.
 - decode @ batch B: B equal-length prompts of --prompt-len tokens (the same token ids on both sides).
   minisgl: one EXTEND of all B prompts, then R DECODE rounds (greedy), only the R rounds timed;
   transformers: generate(do_sample=False, min_new_tokens=max_new_tokens), decode time taken as
   time(generate R + 1 tokens) - time(generate 1 token), so its prefill drops out. Both count B x R
   tokens, and both sides' KV grows from prompt-len to prompt-len + R.
+
+Every workload is warmed up once per side, then the two sides run interleaved --repeats times and the
+best (or --reduce median) is kept. Each line says when other processes took more than 5% of the CPUs
+while it ran: on a shared box that makes wall-clock numbers low and noisy (--clock cpu helps).
 
 Neither side uses the scheduler or the HTTP server: this measures the model forward loop only
 (minisgl.model_executor.static_generate's extend()/decode()). Both run with the same torch thread count.
@@ -31,14 +36,14 @@ from pathlib import Path
 # before torch: tqdm reads its TQDM_* settings once, at import (hides transformers' GGUF progress bar)
 os.environ.setdefault("TQDM_DISABLE", "1")
 
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minisgl.model_executor.model_runner import ModelRunner  # noqa: E402
-from minisgl.model_executor.static_generate import decode, extend  # noqa: E402
-from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model  # noqa: E402
-from minisgl.server_args import ServerArgs  # noqa: E402
+from minisgl.model_executor.model_runner import ModelRunner
+from minisgl.model_executor.static_generate import decode, extend
+from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
+from minisgl.server_args import ServerArgs
 
 BANDWIDTH_NOTE = (
     "note: batch-1 decode is memory-bandwidth bound; reading the bf16 weights once per token caps it at "
@@ -85,7 +90,9 @@ def engine_prefill(runner: ModelRunner, prompt: list[int]) -> float:
     return dt
 
 
-def engine_decode(runner: ModelRunner, prompts: list[list[int]], rounds: int) -> tuple[float, list[list[int]]]:
+def engine_decode(
+    runner: ModelRunner, prompts: list[list[int]], rounds: int
+) -> tuple[float, list[list[int]]]:
     """One EXTEND of all prompts (untimed), then `rounds` greedy DECODE rounds (timed, sampling included)."""
     idxs = runner.req_to_token_pool.alloc(len(prompts))
     taken: list[torch.Tensor] = []
@@ -198,13 +205,18 @@ def parse_args(argv=None) -> argparse.Namespace:
         "weights, same thread count).",
         epilog=BANDWIDTH_NOTE,
     )
-    p.add_argument("--quick", action="store_true", help="fewer decode rounds and repeats: the whole run takes about a minute")
-    p.add_argument("--model", default=None, help="a .gguf file or Hugging Face folder (default: the bundled SmolLM2)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer decode rounds and repeats: the whole run takes about a minute")
+    p.add_argument("--model", default=None,
+                   help="a .gguf file or Hugging Face folder (default: the bundled SmolLM2)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads for both sides (default: torch's own, usually the core count)")
-    p.add_argument("--prefill-len", type=int, default=512, help="prompt length of the prefill workload (default: 512)")
-    p.add_argument("--prompt-len", type=int, default=64, help="prompt length of each request in the decode workloads (default: 64)")
-    p.add_argument("--batches", default="1,8,32,64", help="comma-separated decode batch sizes (default: 1,8,32,64)")
+    p.add_argument("--prefill-len", type=int, default=512,
+                   help="prompt length of the prefill workload (default: 512)")
+    p.add_argument("--prompt-len", type=int, default=64,
+                   help="prompt length of each request in the decode workloads (default: 64)")
+    p.add_argument("--batches", default="1,8,32,64",
+                   help="comma-separated decode batch sizes (default: 1,8,32,64)")
     p.add_argument("--decode-rounds", type=int, default=None,
                    help="timed decode rounds per batch (default: 64, or 16 with --quick)")
     p.add_argument("--repeats", type=int, default=None,
@@ -212,9 +224,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--reduce", choices=["median", "best"], default="best",
                    help="how repeats are combined (default: best, the least disturbed on a shared machine)")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
-                   help="wall: elapsed time (default). cpu: this process's CPU time, which time spent preempted by "
-                   "other processes does not inflate; use it with --threads 1 on a shared machine (with more "
-                   "threads it also counts the workers' spin-waiting)")
+                   help="wall: elapsed time (default). cpu: this process's CPU time, which time spent "
+                   "preempted by other processes does not inflate; use it with --threads 1 on a shared "
+                   "machine (with more threads it also counts the workers' spin-waiting)")
     p.add_argument("--skip-hf", action="store_true", help="measure minisgl only")
     p.add_argument("--json", metavar="PATH", default=None, help="also write the results as JSON to PATH")
     args = p.parse_args(argv)
@@ -293,8 +305,8 @@ def main(argv=None) -> int:
         ratio_txt = f"{eng / hf:.2f}x" if hf else "-"
         busy = max((x for x in (eng_busy, hf_busy) if x is not None), default=None)
         busy_txt = f"   (other processes: {busy:.0%} of the CPUs)" if busy is not None and busy > 0.05 else ""
-        print(f"  {workload:<18} minisgl {eng:9.1f} tok/s   transformers {hf_txt:>14}   ratio {ratio_txt}{busy_txt}",
-              flush=True)
+        print(f"  {workload:<18} minisgl {eng:9.1f} tok/s   transformers {hf_txt:>14}   "
+              f"ratio {ratio_txt}{busy_txt}", flush=True)
 
     # prefill
     prompt = make_prompt(tokenizer, args.prefill_len)
@@ -312,14 +324,14 @@ def main(argv=None) -> int:
         eng_out: list = []
         hf_out: list = []
 
-        def run_engine():
+        def run_engine(prompts=prompts, r=r, sink=eng_out):
             dt, out = engine_decode(runner, prompts, r)
-            eng_out[:] = out
+            sink[:] = out
             return dt
 
-        def run_hf():
+        def run_hf(prompts=prompts, r=r, sink=hf_out):
             dt, out = hf_decode(hf_model, prompts, r, pad_id)
-            hf_out[:] = out
+            sink[:] = out
             return dt
 
         res = measure([run_engine] + ([run_hf] if hf_model is not None else []), args.repeats, args.reduce)
@@ -347,8 +359,8 @@ def main(argv=None) -> int:
           + (" (tok/s are tokens per CPU-second)" if args.clock == "cpu" else ""))
     noisy = [r["workload"] for r in rows if max((x or 0) for x in r["others_cpu_share"]) > 0.05]
     if noisy and args.clock == "cpu":
-        print(f"note: other processes used > 5% of the CPUs during: {', '.join(noisy)}; the CPU clock leaves out "
-              "time spent preempted, but shared caches and memory bandwidth still slow these a little")
+        print(f"note: other processes used > 5% of the CPUs during: {', '.join(noisy)}; the CPU clock leaves "
+              "out time spent preempted, but shared caches and memory bandwidth still slow these a little")
     elif noisy:
         print(f"warning: other processes used > 5% of the CPUs during: {', '.join(noisy)}; "
               "those numbers are low and noisy; rerun on an idle machine")
