@@ -234,7 +234,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
         if adder.new_chunked_req is not None:
             self.chunked_req = adder.new_chunked_req
         if tracer.enabled:
-            trace_hooks.admission(self, self.waiting_queue + [r for r in adder.can_run_list], adder.log)
+            trace_hooks.admission(self.waiting_queue + adder.can_run_list, adder.log)
         if not adder.can_run_list:
             return None
 

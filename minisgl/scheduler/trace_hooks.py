@@ -22,7 +22,7 @@ def req_created(req: Req, queue_len: int) -> None:
     tracer.event("sched.enqueued", rid=req.rid, queue_len=queue_len, retracted=False)
 
 
-def admission(sched: Scheduler, candidates: list[Req], log: list[tuple[str, str, dict]]) -> None:
+def admission(candidates: list[Req], log: list[tuple[str, str, dict]]) -> None:
     by_rid = {r.rid: r for r in candidates}
     for rid, decision, facts in log:
         req = by_rid.get(rid)
