@@ -2,10 +2,12 @@
 
 Each process stamps events with its own monotonic clock; its `trace.process_start` event records that
 clock and the wall clock at one instant, which is enough to put all processes on one time axis.
+`TraceTail` reads a folder that a running server is still writing, a few lines at a time.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,15 +44,42 @@ class Trace:
         self.folder = folder
         self.events = events
         self.warnings = warnings  # e.g. a torn last line that was skipped
+        self.cache: dict[str, Any] = {}  # what readers derive from the events (replay's checkpoints); extend clears it
         self._processes = processes
-        self._by_rid: dict[str, list[Event]] = {}
-        self._by_round: dict[int, list[Event]] = {}
-        for ev in events:
+        self._index(0)
+
+    def _index(self, start: int) -> None:
+        """(Re)build the by-request and by-round indexes from events[start:] on (0: from scratch)."""
+        if start == 0:
+            self._by_rid: dict[str, list[Event]] = {}
+            self._by_round: dict[int, list[Event]] = {}
+            self._round_set: set[int] = set()
+        for ev in self.events[start:]:
             for rid in ev.all_rids:
                 self._by_rid.setdefault(rid, []).append(ev)
             if ev.round is not None:
                 self._by_round.setdefault(ev.round, []).append(ev)
-        self._rounds = sorted({ev.round for ev in events if ev.name in ROUND_EVENTS and ev.round is not None})
+                if ev.name in ROUND_EVENTS:
+                    self._round_set.add(ev.round)
+        self._rounds = sorted(self._round_set)
+
+    def extend(self, events: list[Event], processes: list[ProcessInfo] | None = None) -> int:
+        """Merge events read later (from a trace still being written) into the timeline. Returns the index
+        of the first event whose place changed: events before it keep their index; those after it may move,
+        since another process's late line can belong earlier on the clock."""
+        if processes is not None:
+            self._processes = processes
+        if not events:
+            return len(self.events)
+        new = sorted(events, key=_order)
+        start = bisect.bisect_right(self.events, _order(new[0]), key=_order)
+        tail = self.events[start:]
+        self.events[start:] = sorted(tail + new, key=_order) if tail else new
+        for i in range(start, len(self.events)):
+            self.events[i].index = i
+        self._index(start if not tail else 0)  # events moved: rebuild, so each list stays in timeline order
+        self.cache.clear()
+        return start
 
     @property
     def level(self) -> int:
@@ -86,11 +115,7 @@ class Trace:
 
 def load_trace(folder: str | Path) -> Trace:
     """Read and merge every `*.jsonl` file of `folder`. Raises TraceError with a one-line reason."""
-    folder = Path(folder)
-    if not folder.exists():
-        raise TraceError(f"trace folder {folder} does not exist")
-    if not folder.is_dir():
-        raise TraceError(f"{folder} is not a folder (a trace is a folder of *.jsonl files)")
+    folder = _check_folder(folder)
     files = sorted(folder.glob("*.jsonl"))
     if not files:
         raise TraceError(f"trace folder {folder} has no *.jsonl files")
@@ -98,59 +123,122 @@ def load_trace(folder: str | Path) -> Trace:
     processes: list[ProcessInfo] = []
     warnings: list[str] = []
     for path in files:
-        file_events, info, warning = _read_file(path)
+        reader = _FileReader(path)
+        file_events, warning = reader.read(final=True)
         events += file_events
-        if info is not None:
-            processes.append(info)
+        if reader.info is not None:
+            processes.append(reader.info)
         if warning:
             warnings.append(warning)
     if not events:
         raise TraceError(f"trace folder {folder} has no events (every *.jsonl file is empty)")
-    events.sort(key=lambda e: (e.time_ns, e.pid, e.seq))
+    events.sort(key=_order)
     for i, ev in enumerate(events):
         ev.index = i
     return Trace(folder, events, processes, warnings)
 
 
-def _read_file(path: Path) -> tuple[list[Event], ProcessInfo | None, str | None]:
-    """One process's events, aligned to wall time. A torn last line is skipped with a warning."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise TraceError(f"cannot read {path}: {e}") from None
-    lines = text.split("\n")
-    torn_tail = not text.endswith("\n")  # a writer still writing, or killed mid-line
-    events: list[Event] = []
-    warning = None
-    offset: int | None = None  # wall_ns - mono_ns of the latest trace.process_start
-    info: ProcessInfo | None = None
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        is_last = lineno == len(lines)
+class TraceTail:
+    """A trace folder that a running server is still writing. `poll()` reads the whole lines appended
+    since the last poll (a half-written last line waits for the next one) and merges them into `trace`.
+    An existing folder without events yet is fine: a server writes its first lines as it starts."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = _check_folder(folder)
+        self.trace = Trace(self.folder, [], [], [])
+        self._files: dict[Path, _FileReader] = {}
+
+    def poll(self) -> int | None:
+        """Read what was appended. Returns the index of the first event that changed (see Trace.extend),
+        or None when nothing new was there."""
+        new: list[Event] = []
+        for path in sorted(self.folder.glob("*.jsonl")):
+            reader = self._files.setdefault(path, _FileReader(path))
+            new += reader.read(final=False)[0]
+        if not new:
+            return None
+        processes = [r.info for r in self._files.values() if r.info is not None]
+        return self.trace.extend(new, sorted(processes, key=lambda p: p.file))
+
+
+def _check_folder(folder: str | Path) -> Path:
+    folder = Path(folder)
+    if not folder.exists():
+        raise TraceError(f"trace folder {folder} does not exist")
+    if not folder.is_dir():
+        raise TraceError(f"{folder} is not a folder (a trace is a folder of *.jsonl files)")
+    return folder
+
+
+def _order(ev: Event) -> tuple[int, int, int]:
+    """Timeline order: wall time, ties broken by process id and sequence number."""
+    return ev.time_ns, ev.pid, ev.seq
+
+
+class _FileReader:
+    """One process's file, read on from where the last read stopped, with its clock offset (wall_ns - mono_ns
+    of the latest trace.process_start) and line count carried between reads."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.info: ProcessInfo | None = None
+        self._pos = 0  # bytes consumed
+        self._lineno = 0
+        self._offset: int | None = None
+        self._count = 0
+
+    def read(self, final: bool) -> tuple[list[Event], str | None]:
+        """The events of the lines not read yet. final: the file is complete, so a torn last line is
+        skipped with a warning; otherwise a last line without its newline is left for the next read."""
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            if is_last and torn_tail:
-                warning = f"{path.name}:{lineno}: skipped a torn last line ({len(line)} chars)"
-                break
-            raise TraceError(f"{path}:{lineno}: corrupt line, not JSON ({e.msg} at column {e.colno})") \
-                from None
-        ev = _to_event(record, path, lineno)
+            with self.path.open("rb") as f:
+                f.seek(self._pos)
+                data = f.read()
+        except OSError as e:
+            raise TraceError(f"cannot read {self.path}: {e}") from None
+        if not final:
+            data = data[: data.rfind(b"\n") + 1]  # whole lines only
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TraceError(f"cannot read {self.path}: {e}") from None
+        self._pos += len(data)
+        lines = text.split("\n")
+        if text.endswith("\n"):
+            lines.pop()  # the empty string after the last newline
+        torn_tail = final and bool(text) and not text.endswith("\n")  # a writer killed mid-line
+        events: list[Event] = []
+        warning = None
+        for i, line in enumerate(lines):
+            self._lineno += 1
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                if torn_tail and i == len(lines) - 1:
+                    warning = f"{self.path.name}:{self._lineno}: skipped a torn last line ({len(line)} chars)"
+                    break
+                raise TraceError(f"{self.path}:{self._lineno}: corrupt line, not JSON ({e.msg} at column "
+                                 f"{e.colno})") from None
+            events.append(self._align(_to_event(record, self.path, self._lineno)))
+        self._count += len(events)
+        if self.info is not None:
+            self.info = ProcessInfo(self.info.proc, self.info.pid, self.info.file, self.info.wall_ns,
+                                    self.info.mono_ns, self.info.level, self._count)
+        return events, warning
+
+    def _align(self, ev: Event) -> Event:
         if ev.name == "trace.process_start":
-            offset = int(ev.get("wall_ns")) - int(ev.get("mono_ns"))
-            if info is None:
-                info = ProcessInfo(ev.proc, ev.pid, path.name, int(ev.get("wall_ns")), int(ev.get("mono_ns")),
-                                   int(ev.get("level", 0)), 0)
-        if offset is None:
-            raise TraceError(f"{path}:{lineno}: event {ev.name!r} comes before the file's "
+            self._offset = int(ev.get("wall_ns")) - int(ev.get("mono_ns"))
+            if self.info is None:
+                self.info = ProcessInfo(ev.proc, ev.pid, self.path.name, int(ev.get("wall_ns")),
+                                        int(ev.get("mono_ns")), int(ev.get("level", 0)), 0)
+        if self._offset is None:
+            raise TraceError(f"{self.path}:{self._lineno}: event {ev.name!r} comes before the file's "
                              "trace.process_start, so its clock cannot be aligned")
-        ev.time_ns = ev.ts + offset
-        events.append(ev)
-    if info is not None:
-        info = ProcessInfo(info.proc, info.pid, info.file, info.wall_ns, info.mono_ns, info.level,
-                           len(events))
-    return events, info, warning
+        ev.time_ns = ev.ts + self._offset
+        return ev
 
 
 def _to_event(record: Any, path: Path, lineno: int) -> Event:

@@ -326,8 +326,8 @@ def state_at(trace: Trace, event_index: int) -> RoundState:
 
 
 def _checkpoints(trace: Trace) -> list[tuple[RoundState, tuple[dict, dict]]]:
-    """One replay of the whole trace, kept on the trace object: replay is pure, the trace immutable."""
-    cached = getattr(trace, "_replay_checkpoints", None)
+    """One replay of the whole trace, kept in trace.cache (Trace.extend clears it): replay is pure."""
+    cached = trace.cache.get("replay_checkpoints")
     if cached is not None:
         return cached
     r = Replayer(trace.level or 2)
@@ -336,5 +336,5 @@ def _checkpoints(trace: Trace) -> list[tuple[RoundState, tuple[dict, dict]]]:
         r.apply(ev)
         if ev.name == "sched.round_end":
             out.append((r.state(), r.scratch()))
-    trace._replay_checkpoints = out  # type: ignore[attr-defined]
+    trace.cache["replay_checkpoints"] = out
     return out
