@@ -54,12 +54,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("dir", help="the trace folder")
     c.set_defaults(func=_check)
 
-    e = tsub.add_parser("export", help="write the trace in another format (perfetto)",
-                        description="Write the trace in another format. Formats: "
-                                    + "; ".join(f"{k}: {v.help}" for k, v in EXPORT_FORMATS.items()))
+    from tracer.diagrams import FORMATS, VIEWS
+
+    e = tsub.add_parser("export", help="write the trace in another format (perfetto) or draw it (diagrams)",
+                        description="Write the trace in another format, or draw one view of it. Formats: "
+                                    + "; ".join(f"{k}: {v.help}" for k, v in EXPORT_FORMATS.items())
+                                    + "; dot, svg, png, mermaid: a diagram of --view (svg and png need "
+                                      "Graphviz's `dot` program).",
+                        epilog="Views: lifecycle (one request across processes and rounds), round (a round's "
+                               "batch, a row per token), kv (the KV pool's slots), radix (the radix tree). "
+                               "Example: minisgl trace export DIR --view lifecycle --rid RID --format svg")
     e.add_argument("dir", help="the trace folder")
-    e.add_argument("--format", choices=sorted(EXPORT_FORMATS), default="perfetto", help="output format")
-    e.add_argument("-o", "--output", help="the file to write; '-' for stdout (default: DIR/trace<suffix>)")
+    e.add_argument("--format", choices=sorted(EXPORT_FORMATS) + list(FORMATS), default=None,
+                   help="output format (default: perfetto; svg when --view is given)")
+    e.add_argument("--view", choices=VIEWS, default=None,
+                   help="the diagram to draw (default: lifecycle); perfetto ignores it")
+    e.add_argument("--rid", help="the request to follow (a unique prefix will do)")
+    e.add_argument("--round", type=int, default=None,
+                   help="the round to draw (round, kv, radix; default: the request's first round, or the last)")
+    e.add_argument("--all-rounds", action="store_true",
+                   help="lifecycle: do not fold runs of decode rounds; round, kv, radix: draw every round")
+    e.add_argument("-o", "--output",
+                   help="the file to write; '-' for stdout (default: DIR/trace<suffix>, or DIR/<view>[-RID].<format>)")
     e.set_defaults(func=_export)
 
 
@@ -119,14 +135,40 @@ def _check_impl(args: argparse.Namespace) -> int:
 def _export_impl(args: argparse.Namespace) -> int:
     from tracer.reader import load_trace
 
-    fmt = EXPORT_FORMATS[args.format]
+    name = args.format or ("svg" if args.view else "perfetto")
+    if name not in EXPORT_FORMATS:
+        return _diagram(args, name, load_trace(args.dir))
+    fmt = EXPORT_FORMATS[name]
     text = fmt.render(load_trace(args.dir))
     if args.output == "-":
         sys.stdout.write(text)
         return 0
     path = Path(args.output) if args.output else Path(args.dir) / f"trace{fmt.suffix}"
     path.write_text(text, encoding="utf-8")
-    print(f"wrote {path} ({args.format}, {len(text)} bytes)")
+    print(f"wrote {path} ({name}, {len(text)} bytes)")
+    return 0
+
+
+def _diagram(args: argparse.Namespace, fmt: str, trace) -> int:
+    """--format dot|svg|png|mermaid: draw --view (lifecycle by default) with tracer.diagrams."""
+    from tracer.diagrams import SUFFIX, render_diagram
+    from tracer.diagrams.select import resolve_rid
+
+    view = args.view or "lifecycle"
+    out = render_diagram(trace, view, fmt, rid=args.rid, round=args.round, all_rounds=args.all_rounds)
+    data = out if isinstance(out, bytes) else out.encode("utf-8")
+    if args.output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return 0
+    if args.output:
+        path = Path(args.output)
+    else:
+        rid = resolve_rid(trace, args.rid)
+        parts = [view] + ([rid[:8]] if rid else []) + ([f"round{args.round}"] if args.round is not None else [])
+        path = Path(args.dir) / ("-".join(parts) + SUFFIX[fmt])
+    path.write_bytes(data)
+    print(f"wrote {path} ({view}, {fmt}, {len(data)} bytes)")
     return 0
 
 

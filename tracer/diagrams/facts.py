@@ -1,0 +1,218 @@
+"""The words on each lifecycle handoff: the request's type there and its key facts (extend range,
+out_cache_loc, the sampled token and its text), each computed from one trace event."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from tracer.diagrams.lanes import is_decode_for
+from tracer.diagrams.text import cut, joined_text, quoted, token, token_ids
+from tracer.event import Event
+from tracer.fmt import ranges, short_rid
+
+Described = tuple[str, str, list[str]]  # type, what, facts
+
+# the type a request has at each event, for events that do not carry a `type` attribute
+EVENT_TYPE = {"sched.batch_formed": "ScheduleBatch", "model.forward": "ForwardBatch",
+              "sched.sampled": "GenerationBatchResult", "detok.decoded": "BatchStrOutput",
+              "http.sse_chunk": "SSE chunk", "tm.waiter_woken": "ReqState"}
+
+
+def merge_repeats(facts: list[str]) -> list[str]:
+    """["a", "a", "a", "b"] -> ["a ×3", "b"]: a request refused admission for three rounds, say."""
+    out: list[tuple[str, int]] = []
+    for f in facts:
+        if out and out[-1][0] == f:
+            out[-1] = (f, out[-1][1] + 1)
+        else:
+            out.append((f, 1))
+    return [f if n == 1 else f"{f} ×{n}" for f, n in out]
+
+
+def _admission(ev: Event) -> str:
+    decision = ev.get("decision")
+    if decision in ("admitted", "chunked"):
+        start, end = ev.get("extend_range") or ["?", "?"]
+        return f"PrefillAdder: {decision} [{start}, {end})"
+    budget = ev.get("budget")
+    return f"PrefillAdder: refused ({budget})" if budget else "PrefillAdder: refused"
+
+
+def _prefix(ev: Event) -> str:
+    n = int(ev.get("prefix_len") or 0)
+    return f"match_prefix: {n} tokens cached" if n else "match_prefix: nothing cached"
+
+
+# facts for the lane's next handoff
+PENDING: dict[str, Callable[[Event], str]] = {"sched.prefix_matched": _prefix, "sched.admission": _admission}
+
+
+def _enqueued(ev: Event) -> str:
+    return "→ waiting_queue front (retracted)" if ev.get("retracted") else "→ waiting_queue"
+
+
+def _appended(ev: Event) -> str:
+    done = f" · finished: {_reason(ev.get('finish_reason'))}" if ev.get("finished") else ""
+    return f"→ output_ids (output_len {ev.get('output_len')}){done}"
+
+
+def _inserted(ev: Event) -> str:
+    return f"KV {ranges(list(ev.get('slots') or []))} → radix tree"
+
+
+# facts about the lane's latest handoff
+FOLDED: dict[str, Callable[[Event], str]] = {"sched.enqueued": _enqueued, "sched.output_appended": _appended,
+                                             "cache.inserted": _inserted}
+
+
+def _reason(reason) -> str:
+    if isinstance(reason, dict):
+        extra = ", ".join(f"{k}={v}" for k, v in reason.items() if k != "type" and v is not None)
+        return str(reason.get("type")) + (f" ({extra})" if extra else "")
+    return str(reason)
+
+
+def _row_span(ev: Event, rid: str) -> tuple[int, int, int]:
+    """(index of the request's first row in out_cache_loc, number of rows, first position)."""
+    rids = list(ev.rids or ev.get("rids") or [])
+    i = rids.index(rid)
+    decode = ev.get("forward_mode") == "DECODE"
+    extend = list(ev.get("extend_lens") or [])
+    k = sum(1 if decode else extend[j] for j in range(i))
+    seq = list(ev.get("seq_lens") or [])
+    if decode:
+        return k, 1, seq[i] - 1
+    return k, extend[i], list(ev.get("prefix_lens") or [])[i]
+
+
+def batch(ev: Event, rid: str, texts: dict[int, str]) -> tuple[str, list[str]]:
+    mode = str(ev.get("forward_mode"))
+    rids = list(ev.rids or ev.get("rids") or [])
+    k, n, first = _row_span(ev, rid)
+    slots = list(ev.get("out_cache_loc") or [])[k: k + n]
+    ids = ev.get("input_ids")
+    mine = ids[k: k + n] if isinstance(ids, list) else []
+    facts = [f"decode row at position {first}" if is_decode_for(ev, rid) else f"extend [{first}, {first + n})"]
+    if len(mine) == 1:
+        facts.append(f"input_ids {token(mine[0], texts)}")
+    elif mine:
+        facts.append(f"input_ids {token_ids(mine)}")
+    facts.append(f"out_cache_loc {ranges(slots)}")
+    if len(rids) > 1:
+        others = len(rids) - 1
+        facts.append(f"with {others} other request{'s' if others > 1 else ''}")
+    return f"round {ev.round} · {mode}", facts
+
+
+def forward(ev: Event, rid: str) -> tuple[str, list[str]]:
+    rows = ev.get("num_rows")
+    return f"round {ev.round} · {ev.get('forward_mode')}", [_plural(rows, "row") if rows is not None else "rows: ?"]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def sampled(ev: Event, rid: str, texts: dict[int, str], kept: bool) -> tuple[str, list[str]]:
+    rids = list(ev.get("rids") or ev.rids or [])
+    ids = list(ev.get("token_ids") or [])
+    tid = ids[rids.index(rid)] if rid in rids and rids.index(rid) < len(ids) else None
+    if kept:
+        return f"round {ev.round}", [f"next token {token(tid, texts)}"]
+    return f"round {ev.round}", [f"token {token(tid, texts)} thrown away: the prompt is still being chunked"]
+
+
+def message(ev: Event, rid: str) -> list[str]:
+    """Facts of an ipc.send for this request: the new output ids a BatchTokenIDOutput carries."""
+    outs = ev.get("output_ids")
+    rids = list(ev.rids or ([ev.rid] if ev.rid else []))
+    if isinstance(outs, list) and rid in rids and rids.index(rid) < len(outs):
+        return [f"output_ids {token_ids(list(outs[rids.index(rid)]))}"]
+    return []
+
+
+def describe(ev: Event, texts: dict[int, str]) -> Described | None:
+    """Type, what and facts of every other event that makes a handoff; None for events no lane draws."""
+    name, typ = ev.name, str(ev.get("type") or EVENT_TYPE.get(ev.name, ""))
+    if name == "http.request_received":
+        params = ev.get("sampling_params") or {}
+        facts = [f"POST {ev.get('endpoint')}" + (" (stream)" if ev.get("stream") else "")]
+        if "max_new_tokens" in params:
+            facts.append(f"max_new_tokens {params['max_new_tokens']}")
+        return typ or "request", "received", facts
+    if name == "tm.generate_req_input":
+        return typ, "normalized", [f"rid {short_rid(ev.rid)}"]
+    if name == "tm.tokenized":
+        ids = list(ev.get("input_ids") or [])
+        facts = [f"{len(ids)} input_ids: {token_ids(ids)}"]
+        if isinstance(ev.get("text"), str):
+            facts.append(f"text {quoted(cut(ev.get('text')))}")
+        return typ, "tokenized", facts
+    if name == "tm.waiter_woken":
+        done = " (finished)" if ev.get("finished") else ""
+        return "ReqState", "waiter woken", [f"delta {quoted(str(ev.get('delta_text') or ''))}{done}"]
+    if name == "http.sse_chunk":
+        return typ, f"#{ev.get('index')}", [f"delta {quoted(str(ev.get('delta') or ''))}"]
+    if name == "http.response_finished":
+        usage = ev.get("usage") or {}
+        facts = [f"finish_reason {_reason(ev.get('finish_reason'))}", f"status {ev.get('status')}"]
+        if usage:
+            facts.append(f"usage {usage.get('prompt_tokens')} prompt + {usage.get('completion_tokens')} completion")
+        return "HTTP response", "finished", facts
+    if name == "http.error":
+        return "HTTP response", f"error {ev.get('status')}", [cut(str(ev.get("message")), 60)]
+    if name == "sched.req_created":
+        params = ev.get("sampling_params") or {}
+        facts = [f"input_len {ev.get('input_len')}"]
+        if "max_new_tokens" in params:
+            facts.append(f"max_new_tokens {params['max_new_tokens']}")
+        return typ or "Req", "created", facts
+    if name == "sched.retracted":
+        return "Req", "retracted", [f"output_len {ev.get('output_len')}", "its KV goes back to the pool or the tree"]
+    if name == "sched.abort_requested":
+        return "Req", "abort requested", [f"while {ev.get('where')}"]
+    if name == "sched.finished":
+        return "Req", "finished", [_reason(ev.get("finish_reason")), f"output_len {ev.get('output_len')}",
+                                   f"cached_tokens {ev.get('cached_tokens')}"]
+    if name == "sched.refused":
+        return "Req", "refused", [cut(str(ev.get("message")), 60)]
+    if name == "detok.decoded":
+        facts = [f"token_ids {token_ids(list(ev.get('token_ids') or []))}",
+                 f"delta {quoted(str(ev.get('delta') or ''))}"]
+        if ev.get("held_back_tokens"):
+            facts.append(f"{ev.get('held_back_tokens')} tokens held back")
+        return typ, "decoded", facts
+    return None
+
+
+def summary(events: list[Event], lane: str, run: tuple[int, int], rid: str,
+            texts: dict[int, str]) -> Described:
+    """A folded run of decode rounds in one lane: how many of each type, and the text they carried."""
+    first, last = run
+    steps = last - first + 1
+    kinds = Counter(str(ev.get("type") or EVENT_TYPE[ev.name]) for ev in events
+                    if ev.name in EVENT_TYPE and ev.ph != "E")
+    type_ = ", ".join(f"{t} ×{n}" for t, n in kinds.items()) or "events"
+    what = f"rounds {first}–{last}: {steps} decode steps" if lane == "sched" else f"rounds {first}–{last}"
+    facts: list[str] = []
+    if lane == "sched":
+        slots, sampled_ids = [], []
+        for ev in events:
+            if ev.name == "sched.batch_formed":
+                k, n, _ = _row_span(ev, rid)
+                slots += list(ev.get("out_cache_loc") or [])[k: k + n]
+            elif ev.name == "sched.output_appended":
+                sampled_ids.append(ev.get("token_id"))
+        facts.append(f"out_cache_loc {ranges(sorted(slots))}")
+        text = joined_text(sampled_ids, texts)
+        facts.append(f"sampled {quoted(cut(text, 48))}" if text is not None else f"sampled {token_ids(sampled_ids)}")
+    elif lane == "model":
+        facts.append("one DECODE row of this request each")
+    else:
+        deltas = [str(ev.get("delta") or "") for ev in events if ev.name in ("detok.decoded", "http.sse_chunk")]
+        if not deltas:  # a request that does not stream: only its waiter is woken
+            deltas = [str(ev.get("delta_text") or "") for ev in events if ev.name == "tm.waiter_woken"]
+        if deltas:
+            facts.append(f"delta {quoted(cut(''.join(deltas), 48))}")
+    return type_, what, facts

@@ -1,0 +1,76 @@
+"""The lifecycle view: one request's handoffs in a box per process, joined by the messages between
+processes and the Scheduler's calls into the ModelRunner, top to bottom in the order they happened."""
+
+from __future__ import annotations
+
+from tracer.diagrams.dot import html_text
+from tracer.diagrams.graph import Cluster, Edge, Graph, Html, Node
+from tracer.diagrams.handoffs import Handoff, Lifecycle, Link, lifecycle
+from tracer.diagrams.lanes import LANES
+from tracer.reader import Trace
+
+LANE_FILL = {"tm": "#eef5fb", "sched": "#f3f0fa", "model": "#fdf3e7", "detok": "#eef8ee"}
+PROCESS = {"tm": "main process", "sched": "scheduler process", "model": "scheduler process",
+           "detok": "detokenizer process"}
+
+
+def handoff_label(h: Handoff) -> Html:
+    head = f"<B>{html_text(h.type)}</B>"
+    lines = [head + (f"<BR/>{html_text(h.what)}" if h.what else "")]
+    lines += [html_text(f) for f in h.facts]
+    return Html("<BR/>".join(lines))
+
+
+def _tooltip(h: Handoff) -> str:
+    """Which trace records the node stands for: process and per-process seq, never a pid or a time."""
+    shown = [f"{ev.proc}#{ev.seq} {ev.name}" for ev in h.events[:6]]
+    more = len(h.events) - len(shown)
+    return "\n".join(shown + ([f"… {more} more"] if more > 0 else []))
+
+
+def _edge(lk: Link) -> Edge:
+    times = f" ×{lk.count}" if lk.count > 1 else ""
+    if lk.kind == "message":
+        label = "\n".join([lk.label + times] + lk.facts)
+        return Edge(lk.src, lk.dst, {"label": label, "color": "#1f5fa8", "fontcolor": "#1f5fa8",
+                                     "penwidth": "1.6"})
+    if lk.kind == "call":
+        return Edge(lk.src, lk.dst, {"label": lk.label + times, "style": "dashed", "color": "#a0522d",
+                                     "fontcolor": "#a0522d"})
+    return Edge(lk.src, lk.dst, {"color": "#9a9a9a", "arrowsize": "0.6"})
+
+
+def lifecycle_graph(life: Lifecycle, highlight: int | None = None) -> Graph:
+    """The Graph of a Lifecycle; `highlight`: a round whose handoffs get a thick border."""
+    where = "offline Engine: one process, lanes by event name" if life.offline else "one box per process"
+    folded = "; ".join(f"rounds {a}–{b} folded" for a, b in life.folded)
+    g = Graph("lifecycle", label=f"Lifecycle of request {life.rid} ({where})" + (f"\n{folded}" if folded else ""),
+              attrs={"rankdir": "TB", "labelloc": "t", "fontname": "Helvetica", "newrank": "true",
+                     "nodesep": "0.3", "ranksep": "0.35"},
+              node_defaults={"shape": "box", "style": "rounded,filled", "fillcolor": "white",
+                             "fontname": "Helvetica", "fontsize": "10"},
+              edge_defaults={"fontname": "Helvetica", "fontsize": "9"})
+    for lane, title in LANES.items():
+        mine = [h for h in life.handoffs if h.lane == lane]
+        if not mine:
+            continue
+        sub = "" if life.offline else f"\n({PROCESS[lane]})"
+        nodes = []
+        for h in mine:
+            attrs = {"tooltip": _tooltip(h)}
+            if h.folded is not None:
+                attrs["style"] = "rounded,filled,dashed"
+            if highlight is not None and h.round == highlight and h.folded is None:
+                attrs["penwidth"] = "2.5"
+            nodes.append(Node(h.id, handoff_label(h), attrs))
+        g.clusters.append(Cluster(lane, title + sub, nodes, attrs={"style": "filled,rounded",
+                                                                   "fillcolor": LANE_FILL[lane],
+                                                                   "color": "#b0b0b0", "fontname": "Helvetica"}))
+    calls = [(lk.src, lk.dst) for lk in life.links if lk.kind == "call"]
+    via_runner = {(a, c) for a, b in calls for b2, c in calls if b == b2}  # ScheduleBatch -> … -> result
+    g.edges = [_edge(lk) for lk in life.links if not (lk.kind == "lane" and (lk.src, lk.dst) in via_runner)]
+    return g
+
+
+def lifecycle_view(trace: Trace, rid: str, round: int | None = None, all_rounds: bool = False) -> Graph:
+    return lifecycle_graph(lifecycle(trace, rid, all_rounds, keep=round), highlight=round)

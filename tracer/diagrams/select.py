@@ -1,0 +1,72 @@
+"""Which request and which round a diagram is about: the user's choice checked, or a sensible default."""
+
+from __future__ import annotations
+
+from tracer.diagrams.errors import DiagramError
+from tracer.fmt import short_rid
+from tracer.reader import Trace, TraceError
+from tracer.replay import replay, state_at
+from tracer.state import RoundState
+
+
+def resolve_rid(trace: Trace, rid: str | None) -> str | None:
+    """The full rid for `rid` (a unique prefix will do), or None when none was given."""
+    if rid is None:
+        return None
+    from tracer.show import find_rid
+
+    try:
+        return find_rid(trace, rid)
+    except TraceError as e:
+        raise DiagramError(str(e)) from None
+
+
+def request_for(trace: Trace, rid: str | None, view: str) -> str:
+    """A view that follows one request: the given one, or the trace's only request."""
+    full = resolve_rid(trace, rid)
+    if full is not None:
+        return full
+    rids = trace.rids()
+    if len(rids) == 1:
+        return rids[0]
+    known = ", ".join(short_rid(r) for r in rids) or "none"
+    raise DiagramError(f"the {view} view follows one request: give --rid (this trace has {len(rids)}: {known})")
+
+
+def batch_rounds(trace: Trace, rid: str) -> list[int]:
+    """The rounds whose batch held `rid`, ascending."""
+    return sorted({ev.round for ev in trace.by_rid(rid) if ev.name == "sched.batch_formed" and ev.round is not None})
+
+
+def pick_round(trace: Trace, rid: str | None, round: int | None) -> int:
+    """`round` if the trace has it; else the request's first batched round; else the trace's last round."""
+    rounds = trace.rounds()
+    if not rounds:
+        raise DiagramError("the trace has no scheduler rounds (no batch was ever formed)")
+    if round is not None:
+        if round not in rounds:
+            raise DiagramError(f"round {round} is not in the trace (it has rounds {rounds[0]}–{rounds[-1]})")
+        return round
+    if rid is None:
+        return rounds[-1]
+    mine = batch_rounds(trace, rid)
+    if not mine:
+        raise DiagramError(f"request {short_rid(rid)} never ran in a batch, so it has no round to draw; "
+                           "give --round N")
+    return mine[0]
+
+
+def round_state(trace: Trace, n: int) -> RoundState:
+    """The scheduler's state at the end of round `n` (or as far as a trace still being written goes)."""
+    for state in replay(trace):
+        if state.round == n:
+            return state
+    events = trace.events_in_round(n)
+    if not events:
+        raise DiagramError(f"round {n} is not in the trace")
+    return state_at(trace, events[-1].index)
+
+
+def replayed_rounds(trace: Trace, upto: int) -> list[RoundState]:
+    """The states of every round up to and including `upto`, in order."""
+    return [round_state(trace, n) for n in trace.rounds() if n <= upto]
