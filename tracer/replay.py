@@ -90,6 +90,11 @@ class Replayer:
         rows = {r: dict(row) for r, row in self._rows.items()}
         return rows, {r: dict(t) for r, t in self._tokens.items()}
 
+    def row_of(self, rid: str) -> dict[int, int | None]:
+        """The request's req_to_token row as replay knows it now: position -> KV slot (None where a
+        duplicate was freed and the tree's copy is read instead). Read it, do not change it."""
+        return self._rows.get(rid, {})
+
     @classmethod
     def restore(cls, state: RoundState, scratch: tuple[dict, dict], level: int) -> Replayer:
         """Continue from a state taken at a sched.round_end."""
