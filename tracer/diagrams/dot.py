@@ -11,7 +11,8 @@ import re
 from tracer.diagrams.graph import Cluster, Edge, Graph, Html, Node
 
 _PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_HTML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+# "]" too: Graphviz (2.43) rejects an HTML label whose text starts with it
+_HTML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "]": "&#93;"}
 
 
 def visible(text: str) -> str:

@@ -215,4 +215,4 @@ def summary(events: list[Event], lane: str, run: tuple[int, int], rid: str,
             deltas = [str(ev.get("delta_text") or "") for ev in events if ev.name == "tm.waiter_woken"]
         if deltas:
             facts.append(f"delta {quoted(cut(''.join(deltas), 48))}")
-    return type_, what, facts
+    return what, type_, facts  # the run leads (bold); the types it stands for follow

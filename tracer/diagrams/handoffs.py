@@ -90,6 +90,8 @@ class _Builder:
                 self._place(h, lane)
             else:
                 h.events.append(ev)
+                for msg, _, _ in self.awaiting.pop(lane, []):
+                    msg.dst = h.id
             return h
         h = Handoff(f"{lane}_{len(self.in_lane(lane)) + 1}", lane, type_, what,
                     F.merge_repeats(self.pending.pop(lane, [])) + facts, r, [ev])
@@ -200,12 +202,14 @@ class _Builder:
 
 
 def _merge_links(links: list[Link]) -> list[Link]:
-    """Links between the same two handoffs with the same label become one, with a count."""
+    """Links between the same two handoffs with the same label (in a folded run) become one, with a count;
+    the facts of one message (its token ids) no longer fit, so a merged link keeps only shared ones."""
     out: dict[tuple[str, str, str, str], Link] = {}
     for lk in links:
         key = (lk.kind, lk.src, lk.dst, lk.label)
         if key in out:
             out[key].count += 1
+            out[key].facts = [f for f in out[key].facts if f in lk.facts]
         else:
             out[key] = lk
     return list(out.values())

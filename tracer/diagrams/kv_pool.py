@@ -95,11 +95,13 @@ def _html(trace: Trace, states: list[RoundState]) -> Html:
             continue
         flush_free()
         cells = [_cell(s, colors[s], tokens.get(s) if kinds[s] != FREE_OWNER else None, texts) for s in line]
-        cells += ["<TD></TD>"] * (COLUMNS - len(line))
+        cells += ['<TD BORDER="0"></TD>'] * (COLUMNS - len(line))  # past the pool's last slot
         rows.append("<TR>" + "".join(cells) + "</TR>")
     flush_free()
     rows += _legend(trace, kinds)
-    return Html('<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">' + "".join(rows) + "</TABLE>")
+    # a row per line: Graphviz ignores the line breaks between rows, and a golden file's diff stays readable
+    return Html('<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">\n' + "\n".join(rows)
+                + "\n</TABLE>")
 
 
 def _legend(trace: Trace, kinds: dict[int, str]) -> list[str]:
@@ -118,7 +120,8 @@ def kv_graph(trace: Trace, states: list[RoundState], all_rounds: bool) -> Graph:
     """states: every round up to the one drawn (the slots' tokens come from their batches)."""
     g = Graph("kv", attrs={"labelloc": "t", "fontname": "Helvetica"},
               node_defaults={"shape": "plaintext", "fontname": "Helvetica", "fontsize": "10"})
-    g.label = "KV pool slots: colour = who holds the slot; under the slot number, the token it holds"
+    g.label = ("KV pool slots, coloured by who holds them; under each slot number, the token whose K/V it\n"
+               "holds: 'its text' where the trace has it, else its id")
     shown = states if all_rounds else states[-1:]
     g.nodes = [Node(f"pool{s.round}", _html(trace, states[: states.index(s) + 1])) for s in shown]
     g.edges = [Edge(a.id, b.id, {"style": "invis"}) for a, b in zip(g.nodes, g.nodes[1:])]
