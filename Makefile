@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.minisgl-installed
 
-.PHONY: demo test bench clean-venv
+.PHONY: demo test bench clean-venv graphviz
 
 $(STAMP): pyproject.toml Makefile
 	@echo "== creating $(VENV) (first use only)"
@@ -16,10 +16,25 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
-demo: $(STAMP)
+# Graphviz's `dot` draws the svg/png diagrams (minisgl trace export --format svg); dot and mermaid text need
+# nothing. Checked on every `make demo`/`make test` (not only when the venv is made); never fails the build.
+graphviz:
+	@if command -v dot >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "== graphviz (Debian's package: its dot program draws the svg/png diagrams)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends graphviz >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends graphviz >/dev/null; } \
+	  || echo "== could not install graphviz: svg/png diagrams will say so; dot and mermaid still work"; \
+	else \
+	  echo "== no Graphviz dot program: svg/png diagrams need it (as root: apt-get install graphviz;" \
+	       "macOS: brew install graphviz); dot and mermaid still work"; \
+	fi
+
+demo: graphviz $(STAMP)
 	$(VENV)/bin/minisgl demo
 
-test: $(STAMP)
+test: graphviz $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
