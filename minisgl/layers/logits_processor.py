@@ -9,11 +9,23 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from minisgl.layers.linear import pack_weight, packed_linear
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 
 
 class LogitsProcessor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.packed_lm_head: torch.Tensor | None = None  # lm_head's weight packed for oneDNN, if it was
+
+    def pack(self, lm_head_weight: torch.Tensor) -> bool:
+        """A packed copy of its own: a tied lm_head shares its weight with the embedding, not its layout."""
+        self.packed_lm_head = pack_weight(lm_head_weight)
+        return self.packed_lm_head is not None
+
     def forward(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
         if forward_batch.forward_mode.is_extend():
             hidden_states = hidden_states[forward_batch.last_row_indices()]
+        if self.packed_lm_head is not None:
+            return packed_linear(hidden_states, self.packed_lm_head, None).float()
         return torch.nn.functional.linear(hidden_states, lm_head_weight).float()

@@ -59,7 +59,9 @@ class ModelRunner:
         model = model.to_empty(device="cpu").to(torch.float32)
         model.model.rotary_emb.build_cache()
         model.load_weights(iter_weights(source, self.model_config))
-        return model.to(device=self.device, dtype=self.dtype).eval()
+        model = model.to(device=self.device, dtype=self.dtype).eval()
+        model.pack_weights()  # once, after the last dtype change: a no-op where oneDNN can't help
+        return model
 
     def _init_memory_pool(self) -> None:
         c, args = self.model_config, self.server_args

@@ -14,6 +14,7 @@ from torch import nn
 from minisgl.configs.model_config import ModelConfig, UnsupportedModel
 from minisgl.layers.activation import SiluAndMul
 from minisgl.layers.layernorm import RMSNorm
+from minisgl.layers.linear import Linear, pack_linear_weights
 from minisgl.layers.logits_processor import LogitsProcessor
 from minisgl.layers.radix_attention import RadixAttention
 from minisgl.layers.rotary_embedding import RotaryEmbedding, apply_rotary_emb
@@ -29,8 +30,8 @@ class LlamaAttention(nn.Module):
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
         # q, k and v share one matmul: the fused weight is [q_size + 2 * kv_size, hidden]
-        self.qkv_proj = nn.Linear(config.hidden_size, self.q_size + 2 * self.kv_size, bias=config.attention_bias)
-        self.o_proj = nn.Linear(self.q_size, config.hidden_size, bias=config.o_proj_bias)
+        self.qkv_proj = Linear(config.hidden_size, self.q_size + 2 * self.kv_size, bias=config.attention_bias)
+        self.o_proj = Linear(self.q_size, config.hidden_size, bias=config.o_proj_bias)
         if config.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
@@ -52,8 +53,8 @@ class LlamaAttention(nn.Module):
 class LlamaMLP(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.gate_up_proj = Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
+        self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
         self.act_fn = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -95,14 +96,23 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.config = config
         self.model = LlamaModel(config)
+        # tied: the embedding matrix doubles as the output projection (the checkpoint has no lm_head).
+        # A plain nn.Linear, only a weight holder: the logits processor computes (and packs) the product.
         self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.logits_processor = LogitsProcessor()
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
         hidden = self.model(input_ids, positions, forward_batch)
-        weight = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return self.logits_processor(hidden, weight, forward_batch)
+        return self.logits_processor(hidden, self.lm_head_weight(), forward_batch)
+
+    def lm_head_weight(self) -> torch.Tensor:
+        return self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    def pack_weights(self) -> int:
+        """Pack every projection, lm_head included, for oneDNN (see layers/linear.py); returns the count."""
+        count = pack_linear_weights(self)
+        return count + self.logits_processor.pack(self.lm_head_weight())
 
     # Hugging Face checkpoint names -> (fused parameter, which shard)
     _stacked = (("qkv_proj", "q_proj", 0), ("qkv_proj", "k_proj", 1), ("qkv_proj", "v_proj", 2),

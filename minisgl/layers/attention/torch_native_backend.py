@@ -28,7 +28,7 @@ class TorchNativeAttnBackend:
         req_to_token = fb.req_to_token_pool.req_to_token
         if fb.forward_mode.is_decode():
             max_len = max(fb.seq_lens_cpu)
-            self._decode_kv_indices = req_to_token[fb.req_pool_indices, :max_len]
+            self._decode_kv_indices = req_to_token[fb.req_pool_indices, :max_len]  # [B, L]
             if min(fb.seq_lens_cpu) == max_len:
                 self._decode_mask = None
             else:
@@ -62,8 +62,10 @@ class TorchNativeAttnBackend:
 
     def _forward_decode(self, q, k_buf, v_buf, layer):
         idx = self._decode_kv_indices  # [B, L]
-        k = k_buf[idx].transpose(1, 2)  # [B, KVH, L, D]
-        v = v_buf[idx].transpose(1, 2)
+        # one flat index_select per buffer is cheaper than advanced indexing with a 2-D index
+        shape = (*idx.shape, layer.tp_k_head_num, layer.head_dim)
+        k = k_buf.index_select(0, idx.flatten()).view(shape).transpose(1, 2)  # [B, KVH, L, D]
+        v = v_buf.index_select(0, idx.flatten()).view(shape).transpose(1, 2)
         # one query row per request: torch's grouped-query path is the fast one here
         out = F.scaled_dot_product_attention(
             q.unsqueeze(2), k, v, attn_mask=self._decode_mask, scale=layer.scaling, enable_gqa=True
