@@ -98,3 +98,11 @@ def test_times_and_pids_do_not_reach_the_diagrams(fixture, tmp_path):
     for name, (fx, view, fmt, options) in CASES.items():
         if fx == fixture:
             assert render(copy, view, fmt, options) == golden_path(name).read_text(encoding="utf-8"), name
+
+
+def test_the_docs_example_is_real_output():
+    """lessons/docs/reference/diagrams.md shows the start of a golden file: it must not drift from it."""
+    page = (HERE.parents[1] / "lessons" / "docs" / "reference" / "diagrams.md").read_text(encoding="utf-8")
+    example = page.split("```mermaid\n", 1)[1].split("```", 1)[0].splitlines()
+    golden = golden_path("server-lifecycle-mermaid").read_text(encoding="utf-8").splitlines()
+    assert len(example) >= 10 and example == golden[: len(example)]
