@@ -158,3 +158,35 @@ def test_default_round_is_the_requests_first_or_the_last():
     assert "<B>round 1 ·" in render_diagram(trace, "round", "dot", rid="req-a")
     assert "<B>round 5 ·" in render_diagram(trace, "round", "dot")
     assert "end of round 5" in render_diagram(trace, "radix", "dot")
+
+
+def _copy_without(tmp_path, source, drop) -> object:
+    """A copy of a fixture trace without the events `drop(record)` picks (a trace cut short, say)."""
+    import json
+
+    dst = tmp_path / source.name
+    dst.mkdir()
+    for path in source.glob("*.jsonl"):
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        (dst / path.name).write_text("".join(json.dumps(r) + "\n" for r in records if not drop(r)))
+    return load_trace(dst)
+
+
+def test_a_round_still_running_is_drawn_from_its_events_so_far(tmp_path):
+    # a server still writing: round 2 formed its batch, its sched.round_end is not written yet
+    trace = _copy_without(tmp_path, FIXTURES["server_one_request"],
+                          lambda r: r.get("round") == 2 and r["name"] == "sched.round_end")
+    assert trace.rounds() == [1, 2]
+    dot = render_diagram(trace, "round", "dot", round=2)
+    assert "<B>round 2 · DECODE · 1 request · 1 row computed</B>" in dot
+    assert 'PORT="s4"' in render_diagram(trace, "kv", "dot", round=2)
+
+
+def test_a_request_that_never_ran_has_no_default_round(tmp_path):
+    from tracer.diagrams import DiagramError
+
+    # req-b as if it had been refused: it never appears in a batch
+    trace = _copy_without(tmp_path, FIXTURES["engine_two_requests"],
+                          lambda r: r["name"] == "sched.batch_formed" and "req-b" in r.get("rids", []))
+    with pytest.raises(DiagramError, match="request req-b never ran in a batch, so it has no round to draw"):
+        render_diagram(trace, "round", "dot", rid="req-b")

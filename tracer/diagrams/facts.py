@@ -20,14 +20,12 @@ EVENT_TYPE = {"sched.batch_formed": "ScheduleBatch", "model.forward": "ForwardBa
 
 
 def merge_repeats(facts: list[str]) -> list[str]:
-    """["a", "a", "a", "b"] -> ["a ×3", "b"]: a request refused admission for three rounds, say."""
-    out: list[tuple[str, int]] = []
+    """["a", "b", "a", "c"] -> ["a ×2", "b", "c"]: a request matched and refused for rounds on end
+    before its admission reads as one line each, in order of first appearance."""
+    counts: dict[str, int] = {}
     for f in facts:
-        if out and out[-1][0] == f:
-            out[-1] = (f, out[-1][1] + 1)
-        else:
-            out.append((f, 1))
-    return [f if n == 1 else f"{f} ×{n}" for f, n in out]
+        counts[f] = counts.get(f, 0) + 1
+    return [f if n == 1 else f"{f} ×{n}" for f, n in counts.items()]
 
 
 def _admission(ev: Event) -> str:

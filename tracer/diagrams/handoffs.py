@@ -69,6 +69,7 @@ class _Builder:
         self.handoffs: list[Handoff] = []
         self.links: list[Link] = []
         self.last: dict[str, Handoff] = {}  # the latest handoff of each lane
+        self.made: dict[str, int] = {}  # handoffs made per lane (not summaries), for their ids
         self.pending: dict[str, list[str]] = {}  # facts waiting for the lane's next handoff
         self.sent: dict[str, tuple[Link, Event]] = {}  # flow id -> its message and ipc.send, until received
         self.awaiting: dict[str, list[tuple[Link, Event, int | None]]] = {}  # lane -> received, no dst yet
@@ -93,13 +94,11 @@ class _Builder:
                 for msg, _, _ in self.awaiting.pop(lane, []):
                     msg.dst = h.id
             return h
-        h = Handoff(f"{lane}_{len(self.in_lane(lane)) + 1}", lane, type_, what,
+        self.made[lane] = self.made.get(lane, 0) + 1
+        h = Handoff(f"{lane}_{self.made[lane]}", lane, type_, what,
                     F.merge_repeats(self.pending.pop(lane, [])) + facts, r, [ev])
         self._place(h, lane)
         return h
-
-    def in_lane(self, lane: str) -> list[Handoff]:
-        return [h for h in self.handoffs if h.lane == lane]
 
     def _place(self, h: Handoff, lane: str) -> None:
         prev = self.last.get(lane)

@@ -51,16 +51,16 @@ def slot_colors(trace: Trace, state: RoundState) -> dict[int, str]:
     return {s: KIND_COLOR.get(k) or colors.get(k, "#cccccc") for s, k in slot_kinds(state).items()}
 
 
-def slot_token_ids(states: list[RoundState]) -> dict[int, int]:
-    """Slot -> the token whose K/V it holds, from the batches written so far (the last write wins) and,
-    for slots in the tree, from the tree itself."""
-    out: dict[int, int] = {}
+def slot_token_ids(states: list[RoundState]) -> list[dict[int, int]]:
+    """For each state: slot -> the token whose K/V it holds, from the batches written so far (the last
+    write wins) and, for slots in the tree, from the tree itself."""
+    written: dict[int, int] = {}
+    out = []
     for state in states:
         for row in state.batch.forward_rows if state.batch else []:
             if row.slot is not None and row.input_id is not None:
-                out[row.slot] = row.input_id
-    if states:
-        out.update(slot_tokens(states[-1].tree))
+                written[row.slot] = row.input_id
+        out.append({**written, **slot_tokens(state.tree)})
     return out
 
 
@@ -70,12 +70,10 @@ def _cell(slot: int, color: str, tid: int | None, texts: dict[int, str]) -> str:
             f"<BR/>{under or ' '}</TD>")
 
 
-def _html(trace: Trace, states: list[RoundState]) -> Html:
-    state = states[-1]
+def _html(trace: Trace, state: RoundState, tokens: dict[int, int]) -> Html:
     texts = token_texts(trace)
     kinds = slot_kinds(state)
     colors = slot_colors(trace, state)
-    tokens = slot_token_ids(states)
     slots = sorted(kinds)
     head = f"KV pool at the end of round {state.round}: {len(slots)} slots, " \
            f"{sum(1 for k in kinds.values() if k == FREE_OWNER)} free"
@@ -122,7 +120,8 @@ def kv_graph(trace: Trace, states: list[RoundState], all_rounds: bool) -> Graph:
               node_defaults={"shape": "plaintext", "fontname": "Helvetica", "fontsize": "10"})
     g.label = ("KV pool slots, coloured by who holds them; under each slot number, the token whose K/V it\n"
                "holds: 'its text' where the trace has it, else its id")
-    shown = states if all_rounds else states[-1:]
-    g.nodes = [Node(f"pool{s.round}", _html(trace, states[: states.index(s) + 1])) for s in shown]
+    tokens = slot_token_ids(states)
+    shown = range(len(states)) if all_rounds else [len(states) - 1]
+    g.nodes = [Node(f"pool{states[i].round}", _html(trace, states[i], tokens[i])) for i in shown]
     g.edges = [Edge(a.id, b.id, {"style": "invis"}) for a, b in zip(g.nodes, g.nodes[1:])]
     return g

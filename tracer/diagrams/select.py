@@ -69,4 +69,5 @@ def round_state(trace: Trace, n: int) -> RoundState:
 
 def replayed_rounds(trace: Trace, upto: int) -> list[RoundState]:
     """The states of every round up to and including `upto`, in order."""
-    return [round_state(trace, n) for n in trace.rounds() if n <= upto]
+    ended = {s.round: s for s in replay(trace)}
+    return [ended[n] if n in ended else round_state(trace, n) for n in trace.rounds() if n <= upto]
