@@ -205,3 +205,21 @@ def test_mermaid_sequence_matches_the_lifecycle():
     assert arrows[0] == "TM->>S: TokenizedGenerateReqInput"
     assert "S->>M: run_batch ×5" in arrows and "M-->>S: next_token_ids ×5" in arrows
     assert "#" not in text.replace("#35;", "").replace("#lt;", "").replace("#gt;", "").replace("#59;", "")
+
+
+def test_a_trace_cut_while_the_request_waits_ends_with_it_waiting(tmp_path):
+    """A server still running: s1 was admitted but its batch is not written yet."""
+    import json
+
+    keep = {"tokenizer_manager": 4, "scheduler": 6, "detokenizer": 0}  # last seq kept per process
+    dst = tmp_path / "cut"
+    dst.mkdir()
+    for path in SERVER.glob("*.jsonl"):
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        (dst / path.name).write_text("".join(json.dumps(r) + "\n" for r in records if r["seq"] <= keep[r["proc"]]))
+    life = lifecycle(load_trace(dst), "s1")
+    last = life.in_lane("sched")[-1]
+    assert (last.type, last.what) == ("Req", "waiting")
+    assert last.facts == ["match_prefix: nothing cached", "PrefillAdder: admitted [0, 3)"]
+    assert [h.type for h in life.handoffs] == ["CompletionRequest", "GenerateReqInput", "TokenizedGenerateReqInput",
+                                               "Req", "Req"]

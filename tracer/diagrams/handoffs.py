@@ -70,7 +70,7 @@ class _Builder:
         self.links: list[Link] = []
         self.last: dict[str, Handoff] = {}  # the latest handoff of each lane
         self.made: dict[str, int] = {}  # handoffs made per lane (not summaries), for their ids
-        self.pending: dict[str, list[str]] = {}  # facts waiting for the lane's next handoff
+        self.pending: dict[str, list[tuple[str, Event]]] = {}  # facts (and events) for the lane's next handoff
         self.sent: dict[str, tuple[Link, Event]] = {}  # flow id -> its message and ipc.send, until received
         self.awaiting: dict[str, list[tuple[Link, Event, int | None]]] = {}  # lane -> received, no dst yet
         self.summaries: dict[tuple[tuple[int, int], str], Handoff] = {}
@@ -95,8 +95,9 @@ class _Builder:
                     msg.dst = h.id
             return h
         self.made[lane] = self.made.get(lane, 0) + 1
+        before = self.pending.pop(lane, [])
         h = Handoff(f"{lane}_{self.made[lane]}", lane, type_, what,
-                    F.merge_repeats(self.pending.pop(lane, [])) + facts, r, [ev])
+                    F.merge_repeats([f for f, _ in before]) + facts, r, [ev] + [e for _, e in before if e is not ev])
         self._place(h, lane)
         return h
 
@@ -113,7 +114,7 @@ class _Builder:
         """A fact about the request's latest handoff in this lane (it changed no type)."""
         h = self.last.get(lane)
         if h is None:
-            self.pending.setdefault(lane, []).append(fact)
+            self.pending.setdefault(lane, []).append((fact, ev))
         else:
             h.facts.append(fact)
             h.events.append(ev)
@@ -138,10 +139,8 @@ class _Builder:
         if self.run_of(r) is not None and (name in F.PENDING or name in F.FOLDED):
             self.handoff(ev, lane, "", "", [], r)  # the run's summary counts it
             return
-        if name in F.PENDING:  # facts for the lane's next handoff (admission, a woken waiter)
-            fact = F.PENDING[name](ev)
-            if fact:
-                self.pending.setdefault(lane, []).append(fact)
+        if name in F.PENDING:  # facts for the lane's next handoff (the prefix match and admission)
+            self.pending.setdefault(lane, []).append((F.PENDING[name](ev), ev))
             return
         if name in F.FOLDED:
             fact = F.FOLDED[name](ev)
@@ -196,6 +195,9 @@ class _Builder:
             h = Handoff(f"lost_{send.index}", lane, msg.label, "never received", [], None, [send])
             self.handoffs.append(h)
             msg.dst = h.id
+        for lane, waiting in list(self.pending.items()):  # a trace that ends (or is cut) while it waits
+            ev = waiting[-1][1]
+            self.handoff(ev, lane, "Req", "waiting", [], self.rounds[self.events.index(ev)])
         for (run, lane), h in self.summaries.items():
             h.type, h.what, h.facts = F.summary(h.events, lane, run, self.rid, self.texts)
 

@@ -23,7 +23,7 @@ def handoff_label(h: Handoff) -> Html:
 
 def _tooltip(h: Handoff) -> str:
     """Which trace records the node stands for: process and per-process seq, never a pid or a time."""
-    shown = [f"{ev.proc}#{ev.seq} {ev.name}" for ev in h.events[:6]]
+    shown = [f"{ev.proc}#{ev.seq} {ev.name}" for ev in sorted(h.events, key=lambda e: e.index)[:6]]
     more = len(h.events) - len(shown)
     return "\n".join(shown + ([f"… {more} more"] if more > 0 else []))
 
