@@ -71,11 +71,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the diagram to draw (default: lifecycle); perfetto ignores it")
     e.add_argument("--rid", help="the request to follow (a unique prefix will do)")
     e.add_argument("--round", type=int, default=None,
-                   help="the round to draw (round, kv, radix; default: the request's first round, or the last)")
+                   help="round, kv, radix: the round to draw (default: the request's first round, or the "
+                        "last); lifecycle: a round to draw in full and outline")
     e.add_argument("--all-rounds", action="store_true",
                    help="lifecycle: do not fold runs of decode rounds; round, kv, radix: draw every round")
     e.add_argument("-o", "--output",
-                   help="the file to write; '-' for stdout (default: DIR/trace<suffix>, or DIR/<view>[-RID].<format>)")
+                   help="the file to write; '-' for stdout (default: DIR/trace<suffix>, or "
+                        "DIR/<view>[-RID][-roundN].<dot|svg|png|mmd>)")
     e.set_defaults(func=_export)
 
 
