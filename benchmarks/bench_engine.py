@@ -15,6 +15,11 @@ Workloads
   included. Throughput = completion tokens / wall seconds. The radix cache is flushed before every
   minisgl run, so no run reuses an earlier run's prompts (the prompts' own shared system message may
   still be served from the cache within a run: that is reported as "cached").
+- varied lengths @ N: the same prompts, but each asks for its own number of new tokens, spread evenly
+  over 1/4 .. 7/4 of --max-new-tokens (mean: --max-new-tokens), as real answers vary in length.
+  minisgl lets each request finish at its own length and fills its place from the queue; transformers'
+  static batch decodes until its longest row is done, and only each row's own tokens are counted.
+  Continuous batching exists for exactly this workload.
 - shared prefix: 16 requests with one ~300-token context paragraph as the system message and a short
   distinct question each, on the Engine with the radix cache on vs fork(disable_radix_cache=True).
   Reported: prefill tokens computed (sum of prompt_tokens - cached_tokens), tokens the cache saved,
@@ -166,11 +171,20 @@ def make_shared_prompts() -> list[list[dict]]:
 
 
 # ---- minisgl ----------------------------------------------------------------------------------------
-def engine_run(engine: Engine, prompts: list[list[dict]], max_new: int) -> dict:
-    """One Engine.generate() of all prompts, from a flushed radix cache."""
+def output_lengths(n: int, max_new: int, workload: str) -> list[int]:
+    """New tokens per prompt: all max_new ("fixed"), or spread over max_new/4 .. 7*max_new/4 in a
+    scrambled order ("varied": mean max_new, so both workloads ask for about the same total)."""
+    if workload == "fixed" or n == 1:
+        return [max_new] * n
+    lo, hi = max(1, max_new // 4), max(1, 7 * max_new // 4)
+    return [lo + ((i * 37) % n) * (hi - lo) // (n - 1) for i in range(n)]
+
+
+def engine_run(engine: Engine, prompts: list[list[dict]], lengths: list[int]) -> dict:
+    """One Engine.generate() of all prompts, each with its own max_new_tokens, from a flushed radix cache."""
     if not engine.flush_cache():
         raise RuntimeError("the engine was not idle before a run")
-    params = {"max_new_tokens": max_new, "temperature": 0.0, "ignore_eos": True}
+    params = [{"max_new_tokens": n, "temperature": 0.0, "ignore_eos": True} for n in lengths]
     t0, c0 = time.perf_counter(), time.process_time()
     results = engine.generate(prompts, params)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -187,8 +201,10 @@ def engine_run(engine: Engine, prompts: list[list[dict]], max_new: int) -> dict:
 
 # ---- transformers -----------------------------------------------------------------------------------
 @torch.inference_mode()
-def hf_run(model, tokenizer, prompts: list[list[dict]], max_new: int, pad_id: int) -> dict:
-    """One static batch: all prompts left-padded together, generate() until every row has max_new tokens."""
+def hf_run(model, tokenizer, prompts: list[list[dict]], lengths: list[int], pad_id: int) -> dict:
+    """One static batch: all prompts left-padded together, generate() until the longest row is done;
+    each row then keeps only its own number of tokens (the rest were computed and thrown away)."""
+    max_new = max(lengths)
     t0, c0 = time.perf_counter(), time.process_time()
     texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
     rows = [tokenizer.encode(t, add_special_tokens=False) for t in texts]
@@ -208,9 +224,11 @@ def hf_run(model, tokenizer, prompts: list[list[dict]], max_new: int, pad_id: in
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     if any(len(r) != max_new for r in new):
         raise RuntimeError(f"transformers generated {set(map(len, new))} tokens per row, not {max_new}")
+    new = [r[:n] for r, n in zip(new, lengths)]
     return {
         "wall_s": wall, "cpu_s": cpu,
         "completion_tokens": sum(len(r) for r in new),
+        "decoded_tokens": max_new * len(rows),
         "prompt_tokens": sum(len(r) for r in rows),
         "padded_tokens": width * len(rows),
         "output_ids": new,
@@ -277,6 +295,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="timed repeats per workload after one warm-up (default: 3, or 1 with --quick)")
     p.add_argument("--reduce", choices=["median", "best"], default="best",
                    help="how repeats are combined (default: best, the least disturbed on a shared machine)")
+    p.add_argument("--workloads", default="fixed,varied",
+                   help="comma-separated: fixed (every prompt gets --max-new-tokens) and/or varied (each "
+                        "its own length, mean --max-new-tokens) (default: fixed,varied)")
     p.add_argument("--skip-hf", action="store_true", help="measure minisgl only")
     p.add_argument("--skip-shared-prefix", action="store_true", help="skip the shared-prefix workload")
     p.add_argument("--json", metavar="PATH", default=None, help="also write the results as JSON to PATH")
@@ -286,6 +307,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.repeats is None:
         args.repeats = 1 if args.quick else 3
     args.batch_sizes = [int(b) for b in args.batches.split(",") if b.strip()]
+    args.workload_list = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    if not args.workload_list or any(w not in ("fixed", "varied") for w in args.workload_list):
+        p.error("--workloads: choose from fixed, varied")
     if not args.batch_sizes or any(not 1 <= b <= 64 for b in args.batch_sizes):
         p.error("--batches: each prompt count must be in 1..64")
     if args.max_new_tokens < 1 or args.repeats < 1:
@@ -316,7 +340,8 @@ def main(argv=None) -> int:
     shared = make_shared_prompts()
     lens = [n_tokens(tokenizer, p) for p in prompts]
     shared_lens = [n_tokens(tokenizer, p) for p in shared]
-    kv_tokens = max(sum(lens[:n_max]) + n_max * max_new, sum(shared_lens) + SHARED_N * max_new) + 256
+    longest = max(output_lengths(n_max, max_new, "varied"))
+    kv_tokens = max(sum(lens[:n_max]) + n_max * longest, sum(shared_lens) + SHARED_N * max_new) + 256
     engine = probe.fork(max_total_tokens=kv_tokens, max_running_requests=max(n_max, SHARED_N))
     del probe
     sa = engine.server_args
@@ -351,28 +376,28 @@ def main(argv=None) -> int:
 
     # warm-up: one tiny run per side
     tiny = [chat("Say hi."), chat("Name a colour.")]
-    engine_run(engine, tiny, 2)
+    engine_run(engine, tiny, [2, 2])
     if hf_model is not None:
-        hf_run(hf_model, tokenizer, tiny, 2, pad_id)
+        hf_run(hf_model, tokenizer, tiny, [2, 2], pad_id)
 
     # ---- throughput ----
     rows: list[dict] = []
     print("\nthroughput (output tok/s, prefill included):", flush=True)
-    for n in args.batch_sizes:
-        batch = prompts[:n]
-        fns = [lambda: engine_run(engine, batch, max_new)]
+    for workload, n in [(w, n) for w in args.workload_list for n in args.batch_sizes]:
+        batch, lengths = prompts[:n], output_lengths(n, max_new, workload)
+        fns = [lambda: engine_run(engine, batch, lengths)]
         if hf_model is not None:
-            fns.append(lambda: hf_run(hf_model, tokenizer, batch, max_new, pad_id))
+            fns.append(lambda: hf_run(hf_model, tokenizer, batch, lengths, pad_id))
         res = interleaved(fns, args.repeats, args.reduce)
         eng = res[0]
         hf = res[1] if len(res) > 1 else None
-        if eng["completion_tokens"] != n * max_new:
-            print(f"  warning: minisgl generated {eng['completion_tokens']} tokens, not {n * max_new}: "
+        if eng["completion_tokens"] != sum(lengths):
+            print(f"  warning: minisgl generated {eng['completion_tokens']} tokens, not {sum(lengths)}: "
                   f"{eng['warnings'][:1]}", flush=True)
         eng_tps = eng["completion_tokens"] / eng["wall_s"]
         hf_tps = hf["completion_tokens"] / hf["wall_s"] if hf else None
         row = {
-            "prompts": n, "prompt_tokens": eng["prompt_tokens"], "completion_tokens": eng["completion_tokens"],
+            "workload": workload, "prompts": n, "prompt_tokens": eng["prompt_tokens"], "completion_tokens": eng["completion_tokens"],
             "minisgl_tok_s": round(eng_tps, 2), "minisgl_wall_s": round(eng["wall_s"], 3),
             "minisgl_cpu_s": round(eng["cpu_s"], 3), "minisgl_cached_tokens": eng["cached_tokens"],
             "minisgl_runs_wall_s": eng["all_wall_s"],
@@ -380,6 +405,7 @@ def main(argv=None) -> int:
             "transformers_wall_s": round(hf["wall_s"], 3) if hf else None,
             "transformers_cpu_s": round(hf["cpu_s"], 3) if hf else None,
             "transformers_padded_tokens": hf["padded_tokens"] if hf else None,
+            "transformers_decoded_tokens": hf["decoded_tokens"] if hf else None,
             "transformers_runs_wall_s": hf["all_wall_s"] if hf else None,
             "ratio": round(eng_tps / hf_tps, 3) if hf else None,
             "greedy_prefix_agreement": round(prefix_agreement(eng["output_ids"], hf["output_ids"]), 4) if hf else None,
@@ -389,7 +415,7 @@ def main(argv=None) -> int:
         rows.append(row)
         hf_txt = f"{hf_tps:8.1f} tok/s ({hf['wall_s']:.2f}s)" if hf else "-"
         ratio_txt = f"{row['ratio']:.2f}x" if hf else "-"
-        print(f"  N={n:<3} minisgl {eng_tps:8.1f} tok/s ({eng['wall_s']:.2f}s)   transformers {hf_txt}   "
+        print(f"  {workload:<6} N={n:<3} minisgl {eng_tps:8.1f} tok/s ({eng['wall_s']:.2f}s)   transformers {hf_txt}   "
               f"ratio {ratio_txt}   (others' CPU share: {' / '.join(map(fmt_share, row['others_cpu_share']))})",
               flush=True)
 
@@ -399,8 +425,9 @@ def main(argv=None) -> int:
     if not args.skip_shared_prefix:
         print(f"\nshared prefix ({SHARED_N} requests):", flush=True)
         nocache = engine.fork(disable_radix_cache=True)
-        engine_run(nocache, tiny, 2)  # warm the fresh pools
-        res = interleaved([lambda: engine_run(engine, shared, max_new), lambda: engine_run(nocache, shared, max_new)],
+        engine_run(nocache, tiny, [2, 2])  # warm the fresh pools
+        res = interleaved([lambda: engine_run(engine, shared, [max_new] * SHARED_N),
+                          lambda: engine_run(nocache, shared, [max_new] * SHARED_N)],
                           args.repeats, args.reduce)
         for label, r in zip(("radix cache on", "radix cache off"), res):
             computed = r["prompt_tokens"] - r["cached_tokens"]
@@ -417,44 +444,45 @@ def main(argv=None) -> int:
 
     # ---- tables ----
     print()
-    print(f"Throughput: {max_new} new tokens per prompt, greedy, bf16, {threads} thread(s); "
-          f"{args.repeats} repeat(s), {args.reduce}")
-    header = (f"| {'prompts':>7} | {'minisgl tok/s':>13} | {'transformers tok/s':>18} | {'ratio':>6} "
+    print(f"Throughput: {max_new} new tokens per prompt (fixed) or {max_new // 4}-{7 * max_new // 4} "
+          f"(varied), greedy, bf16, {threads} thread(s); {args.repeats} repeat(s), {args.reduce}")
+    header = (f"| {'workload':<8} | {'prompts':>7} | {'minisgl tok/s':>13} | {'transformers tok/s':>18} | {'ratio':>6} "
               f"| {'minisgl wall s':>14} | {'transformers wall s':>19} | {'minisgl CPU s':>13} "
               f"| {'transformers CPU s':>18} |")
     print(header)
     print("|" + "|".join("-" * len(c) for c in header.split("|")[1:-1]) + "|")
     for r in rows:
         hf = r["transformers_tok_s"] is not None
-        print(f"| {r['prompts']:>7} | {r['minisgl_tok_s']:>13.1f} | "
+        print(f"| {r['workload']:<8} | {r['prompts']:>7} | {r['minisgl_tok_s']:>13.1f} | "
               f"{format(r['transformers_tok_s'], '.1f') if hf else '-':>18} | "
               f"{format(r['ratio'], '.2f') + 'x' if hf else '-':>6} | {r['minisgl_wall_s']:>14.2f} | "
               f"{format(r['transformers_wall_s'], '.2f') if hf else '-':>19} | {r['minisgl_cpu_s']:>13.2f} | "
               f"{format(r['transformers_cpu_s'], '.2f') if hf else '-':>18} |")
 
     targets = {}
-    at32 = next((r for r in rows if r["prompts"] == TARGET_RATIO_AT), None)
-    at64 = next((r for r in rows if r["prompts"] == STRETCH_AT), None)
-    if at32 is not None and at32["ratio"] is not None:
-        targets["ratio_at_32"] = {"target": TARGET_RATIO, "value": at32["ratio"], "met": at32["ratio"] >= TARGET_RATIO}
-    if at64 is not None:
-        v = at64["minisgl_tok_s"]
-        targets["tok_s_at_64"] = {"target": STRETCH_TOK_S, "value": v, "met": v >= STRETCH_TOK_S}
-    print(f"target:  >= {TARGET_RATIO:g}x transformers' static batching at {TARGET_RATIO_AT} prompts: "
-          + (f"{at32['ratio']:.2f}x -> {'met' if targets['ratio_at_32']['met'] else 'NOT met'}"
-             if "ratio_at_32" in targets else "not measured"))
-    print(f"stretch: >= {STRETCH_TOK_S:,.0f} output tok/s at {STRETCH_AT} prompts: "
-          + (f"{at64['minisgl_tok_s']:.1f} tok/s -> {'met' if targets['tok_s_at_64']['met'] else 'NOT met'}"
-             if "tok_s_at_64" in targets else "not measured"))
+    for workload in args.workload_list:
+        at32 = next((r for r in rows if r["workload"] == workload and r["prompts"] == TARGET_RATIO_AT), None)
+        at64 = next((r for r in rows if r["workload"] == workload and r["prompts"] == STRETCH_AT), None)
+        if at32 is not None and at32["ratio"] is not None:
+            met = at32["ratio"] >= TARGET_RATIO
+            targets[f"ratio_at_32_{workload}"] = {"target": TARGET_RATIO, "value": at32["ratio"], "met": met}
+            print(f"target  ({workload}): >= {TARGET_RATIO:g}x transformers' static batching at {TARGET_RATIO_AT} "
+                  f"prompts: {at32['ratio']:.2f}x -> {'met' if met else 'NOT met'}")
+        if at64 is not None:
+            v = at64["minisgl_tok_s"]
+            targets[f"tok_s_at_64_{workload}"] = {"target": STRETCH_TOK_S, "value": v, "met": v >= STRETCH_TOK_S}
+            print(f"stretch ({workload}): >= {STRETCH_TOK_S:,.0f} output tok/s at {STRETCH_AT} prompts: "
+                  f"{v:.1f} tok/s -> {'met' if v >= STRETCH_TOK_S else 'NOT met'}")
     if args.quick:
         print(f"(quick mode: {max_new} new tokens make the runs prefill-heavy; the targets are for the full mode)")
     if any(r["greedy_prefix_agreement"] is not None for r in rows):
         print("greedy agreement minisgl vs transformers (tokens before first divergence): "
-              + ", ".join(f"N={r['prompts']}: {r['greedy_prefix_agreement']:.0%}" for r in rows))
+              + ", ".join(f"{r['workload']} N={r['prompts']}: {r['greedy_prefix_agreement']:.0%}" for r in rows))
     cached = [r for r in rows if r["minisgl_cached_tokens"]]
     if cached:
         print("minisgl prompt tokens served by the radix cache within a run (the shared system message): "
-              + ", ".join(f"N={r['prompts']}: {r['minisgl_cached_tokens']}/{r['prompt_tokens']}" for r in cached))
+              + ", ".join(f"{r['workload']} N={r['prompts']}: {r['minisgl_cached_tokens']}/{r['prompt_tokens']}"
+                          for r in cached))
 
     if shared_rows:
         print()
