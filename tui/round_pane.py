@@ -1,0 +1,91 @@
+"""The round pane: the current round's batch, one row per token — the request, the token, its position,
+the KV slot it is written to (out_cache_loc), cached prefix or computed now, and the token it sampled."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from tracer.fmt import ranges
+from tracer.state import BatchRow, RoundBatch
+from tui.frame import Frame
+
+COLUMNS = ("rid", "pos", "token", "text", "slot", "kv", "sampled")
+
+
+class RoundPane(Vertical):
+    DEFAULT_CSS = """
+    RoundPane > #round-title { height: auto; }
+    RoundPane > DataTable { height: 1fr; }
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.title_text = Text()
+        self._shown: tuple | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="round-title")
+        yield DataTable(cursor_type="row", zebra_stripes=True, id="round-rows")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns(*COLUMNS)
+
+    def show(self, frame: Frame) -> None:
+        state = frame.state
+        batch = state.batch if state else None
+        key = (state.round if state else None, frame.rid, _signature(batch))
+        if key == self._shown:
+            return
+        self._shown = key
+        self.title_text = round_title(frame, batch)
+        self.query_one("#round-title", Static).update(self.title_text)
+        table = self.query_one(DataTable)
+        table.clear()
+        for row in batch.rows if batch else []:
+            table.add_row(*row_cells(frame, row))
+
+
+def _signature(batch: RoundBatch | None) -> tuple | None:
+    """What changes the table: a new batch, or a sampled token arriving in this one."""
+    if batch is None:
+        return None
+    return batch.round, batch.formed_ns, batch.duration_ms, tuple(r.token for r in batch.rows if r.sampled)
+
+
+def round_title(frame: Frame, batch: RoundBatch | None) -> Text:
+    state = frame.state
+    if state is None:
+        return Text("no events yet", style="dim")
+    if batch is None:
+        where = f"round {state.round}" if state.round is not None else "before the first round"
+        return Text(f"{where}: no batch formed yet (the scheduler is still preparing it)", style="dim")
+    computed = len(batch.forward_rows)
+    text = Text()
+    text.append(f"round {batch.round} ", style="bold")
+    text.append(f"{batch.mode} · {len(batch.rids)} request(s) · {computed} row(s) computed")
+    cached = len(batch.rows) - computed
+    if cached:
+        text.append(f" + {cached} cached prefix row(s)")
+    text.append(f" · out_cache_loc {ranges(batch.out_cache_loc)}")
+    if batch.duration_ms is not None:
+        text.append(f" · forward {batch.duration_ms:.1f} ms")
+    return text
+
+
+def row_cells(frame: Frame, row: BatchRow) -> list:
+    color = frame.color(row.rid)
+    selected = row.rid == frame.rid
+    style = f"bold {color}" if selected else color
+    token_text = frame.index.text_of(row.input_id)
+    sampled = ""
+    if row.sampled:
+        sampled = "→ ?" if row.token is None else f"→ {row.token}"
+        if row.token is not None and frame.index.text_of(row.token) is not None:
+            sampled += f" {frame.index.text_of(row.token)!r}"
+    return [Text(frame.rid_label(row.rid), style=style), str(row.position),
+            "-" if row.input_id is None else str(row.input_id), "" if token_text is None else repr(token_text),
+            "-" if row.slot is None else str(row.slot), "cached" if row.cached else "new",
+            Text(sampled, style="bold" if row.sampled else "")]
