@@ -18,6 +18,7 @@ from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
 from minisgl.scheduler.io_struct import AbortReq, BatchStrOutput, TokenizedGenerateReqInput
 from minisgl.scheduler.scheduler import Scheduler
+from minisgl.server import tm_trace
 from minisgl.server_args import ServerArgs
 from tracer.api import tracer
 
@@ -148,8 +149,7 @@ class Engine:
             raise ValueError(f"duplicate request id {rid!r}")
         self._states[rid] = {"text": "", "output_ids": [], "done": False, "out": deque(),
                              "requested_max_new_tokens": params.get("max_new_tokens")}
-        if tracer.enabled:
-            tracer.event("tm.tokenized", rid=rid, type="TokenizedGenerateReqInput", text=text, input_ids=ids)
+        tm_trace.tokenized(rid, text, ids, self.tokenizer)
         self._to_scheduler.send(TokenizedGenerateReqInput(rid, text, ids, dict(params), stream))
 
     def _step(self) -> None:

@@ -30,6 +30,7 @@ from minisgl.scheduler.io_struct import (
 )
 from minisgl.server.errors import RequestError, client_disconnected, server_unavailable
 from minisgl.server.port_args import PortArgs
+from minisgl.server import tm_trace
 from minisgl.server.protocol import GenerateReqInput
 from minisgl.server.zmq_io import AsyncPullReceiver, PushSender
 from tracer.api import tracer
@@ -117,9 +118,7 @@ class TokenizerManager:
                 raise RequestError(f"input_ids has token id {bad[0]}, but the vocabulary has "
                                    f"{self.limits.vocab_size} ids", param="input_ids")
         self._check_length(len(input_ids))
-        if tracer.enabled:
-            tracer.event("tm.tokenized", rid=obj.rid, type="TokenizedGenerateReqInput", text=text,
-                         input_ids=input_ids)
+        tm_trace.tokenized(obj.rid, text, input_ids, self.tokenizer)
         return TokenizedGenerateReqInput(obj.rid, text, input_ids, dict(obj.sampling_params), obj.stream)
 
     def _check_length(self, n: int) -> None:

@@ -18,6 +18,7 @@ from tests.diagrams.helpers import (
     parse_with_dot,
 )
 from tracer.diagrams import render_diagram
+from tracer.diagrams.dot import html_text
 from tracer.diagrams.text import ALLOCATED, FREE, TREE_EVICTABLE, TREE_LOCKED, rid_colors
 from tracer.fmt import short_rid
 from tracer.reader import load_trace
@@ -65,6 +66,16 @@ def test_round_view_shows_the_prefix_hit_and_the_sampled_text():
     dot = render_diagram(load_trace(FIXTURES["engine_two_requests"]), "round", "dot", rid="req-b")
     assert "round 2 · EXTEND · 2 requests · 3 rows computed · 8 cached prefix rows shown" in dot
     assert "<B>req-b</B>" in dot and "→ 50 ' x'" in dot
+
+
+def test_round_view_labels_prompt_tokens_with_the_text_the_tokenizer_manager_traced():
+    trace = load_trace(FIXTURES["server_chat"])
+    tokenized = next(ev for ev in trace.events if ev.name == "tm.tokenized")
+    ids, texts = tokenized.get("input_ids"), tokenized.get("input_texts")
+    assert len(ids) == len(texts) and "".join(texts) == tokenized.get("text")
+    dot = render_diagram(trace, "round", "dot", round=1)
+    for tid, text in zip(ids, texts):  # every prompt row: its id next to its own text
+        assert f"<TD>{tid}</TD><TD>{html_text(repr(text))}</TD>" in dot
 
 
 def expected_color(trace, state, slot: int) -> str:

@@ -1,7 +1,8 @@
 """Token text and request colours, shared by the views so a request looks the same in every picture.
 
-Token text comes from the trace only: `sched.sampled` carries the text of each sampled token. Prompt
-tokens have no per-token text in the trace, so they are shown by id (the tracer loads no tokenizer).
+Token text comes from the trace only (the tracer loads no tokenizer): `sched.sampled` carries the text
+of each sampled token and `tm.tokenized` (level 2) the text of each prompt token. A token the trace
+has no text for (an older or level-1 trace) is shown by id.
 """
 
 from __future__ import annotations
@@ -20,16 +21,21 @@ FREE = "#ffffff"
 
 
 def token_texts(trace: Trace) -> dict[int, str]:
-    """Token id -> its text, for every token the trace shows decoded (the sampled ones)."""
+    """Token id -> its text, for every token the trace shows decoded (sampled and, at level 2, prompt)."""
     cache_key = "diagrams.token_texts"
     if cache_key in getattr(trace, "cache", {}):
         return trace.cache[cache_key]
     texts: dict[int, str] = {}
     for ev in trace.events:
         if ev.name == "sched.sampled":
-            for tid, text in zip(ev.get("token_ids") or [], ev.get("texts") or []):
-                if isinstance(tid, int) and isinstance(text, str):
-                    texts.setdefault(tid, text)
+            pairs = zip(ev.get("token_ids") or [], ev.get("texts") or [])
+        elif ev.name == "tm.tokenized":
+            pairs = zip(ev.get("input_ids") or [], ev.get("input_texts") or [])
+        else:
+            continue
+        for tid, text in pairs:
+            if isinstance(tid, int) and isinstance(text, str):
+                texts.setdefault(tid, text)
     if hasattr(trace, "cache"):
         trace.cache[cache_key] = texts
     return texts
