@@ -116,7 +116,8 @@ class Replayer:
         last = self.batch
         self._round_closed, self.batch = False, None
         if last is not None and last.mode in ("EXTEND", "MIXED"):
-            done = {r for r, s in self.reqs.items() if s.status in (FINISHED, ABORTED)}
+            done = {r for r in (*self.running, *last.rids)  # only these can matter: O(batch), not O(reqs)
+                    if r in self.reqs and self.reqs[r].status in (FINISHED, ABORTED)}
             joined = [r for r in last.rids if r != self.chunked and r not in done and r not in self.running]
             self.running = [r for r in self.running if r not in done] + joined
 
