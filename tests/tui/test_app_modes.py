@@ -84,7 +84,6 @@ async def test_help_lists_every_key(engine_trace, open_app):
 
 
 async def test_diagram_key_writes_the_current_round(tmp_path, open_app):
-    pytest.importorskip("tracer.diagrams")
     folder = tmp_path / "trace"
     shutil.copytree(ENGINE, folder)
     async with open_app(load_trace(folder)) as (app, pilot):
