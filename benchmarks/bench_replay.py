@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tracer.check import check_trace  # noqa: E402
-from tracer.reader import load_trace  # noqa: E402
-from tracer.replay import replay  # noqa: E402
+from tracer.check import check_trace
+from tracer.reader import load_trace
+from tracer.replay import replay
 
 FIXTURE = ROOT / "tests" / "tracer" / "fixtures" / "engine_two_requests" / "engine-4242.jsonl"
 

@@ -31,9 +31,7 @@ class Frame:
     def rid_label(self, rid: str | None, width: int = 10) -> str:
         return short_rid(rid, width)
 
-    @property
-    def start_ns(self) -> int:
-        return self.trace.start_ns
-
     def ms_since_start(self, time_ns: int) -> str:
-        return f"+{(time_ns - self.start_ns) / 1e6:.3f} ms"
+        """Time since the first request's first event (before it, negative: the server was starting)."""
+        t0 = self.index.t0 if self.index.t0 is not None else self.trace.start_ns
+        return f"{(time_ns - t0) / 1e6:+.3f} ms"

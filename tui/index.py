@@ -16,7 +16,7 @@ from tracer.reader import Trace
 LANES = ("tm", "sched", "model", "detok")
 LANE_TITLES = {"tm": "HTTP server + TokenizerManager", "sched": "Scheduler", "model": "ModelRunner",
                "detok": "Detokenizer"}
-LANE_SHORT = {"tm": "HTTP/TM", "sched": "Scheduler", "model": "ModelRunner", "detok": "Detok"}
+LANE_SHORT = {"tm": "HTTP/TM", "sched": "Scheduler", "model": "Model", "detok": "Detok"}
 PREFIX_LANE = {"http": "tm", "tm": "tm", "sched": "sched", "kv": "sched", "cache": "sched", "model": "model",
                "detok": "detok"}
 PROC_LANE = {"tokenizer_manager": "tm", "scheduler": "sched", "detokenizer": "detok"}
@@ -66,6 +66,7 @@ class TraceIndex:
         self.round_ends: list[int] = []  # timeline index of each sched.round_end
         self.round_of_end: dict[int, int] = {}  # that index -> its round
         self.token_text: dict[int, str] = {}
+        self.t0: int | None = None  # when the first request shows up: times are shown from there
         self._search: list[str] | None = None
         for ev in trace.events:
             self._add(ev)
@@ -75,9 +76,9 @@ class TraceIndex:
             self.round_ends.append(ev.index)
             self.round_of_end[ev.index] = ev.round
         if ev.name == "sched.sampled":
-            for tok, text in zip(ev.get("token_ids") or [], ev.get("texts") or []):
-                if isinstance(tok, int) and isinstance(text, str):
-                    self.token_text.setdefault(tok, text)
+            self._learn(ev.get("token_ids"), ev.get("texts"))
+        if self.t0 is None and ev.all_rids:
+            self.t0 = ev.time_ns  # (a server spends seconds loading the model before that)
         for rid in ev.all_rids:
             info = self.requests.get(rid)
             if info is None:
@@ -90,12 +91,19 @@ class TraceIndex:
             if ev.name == "tm.tokenized":
                 info.prompt_text = ev.get("text")
                 info.prompt_ids = ev.get("input_ids")
+                self._learn(info.prompt_ids, ev.get("input_texts"))
             elif ev.name == "http.request_received":
                 info.received_ns, info.endpoint = ev.time_ns, ev.get("endpoint")
             elif ev.name == "http.sse_chunk":
                 info.chunks.append((ev.index, str(ev.get("delta") or "")))
             elif ev.name == "detok.decoded":
                 info.decoded.append((ev.index, str(ev.get("delta") or "")))
+
+    def _learn(self, ids: list | None, texts: list | None) -> None:
+        """Token id -> text, from an event that lists both (sched.sampled; tm.tokenized at level 2)."""
+        for tok, text in zip(ids or [], texts or []):
+            if isinstance(tok, int) and isinstance(text, str):
+                self.token_text.setdefault(tok, text)
 
     # ---- lookups ------------------------------------------------------------------------------------
     @property
@@ -115,7 +123,8 @@ class TraceIndex:
         return info.handoffs[: bisect.bisect_right(info.events, cursor)]
 
     def text_of(self, token: int | None) -> str | None:
-        """The token's text, when the trace spells it out (sampled tokens); prompt tokens are not."""
+        """The token's text, when the trace spells it out: sampled tokens, and prompt tokens where
+        tm.tokenized lists their texts (level 2 traces of a served request)."""
         return None if token is None else self.token_text.get(token)
 
     def search_keys(self) -> list[str]:

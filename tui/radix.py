@@ -55,16 +55,21 @@ class RadixPane(Tree):
 
 
 def node_label(node: dict[str, Any], frame: Frame, mine: frozenset[int]) -> Text:
-    key = node["key"]
-    words = []
-    for tok in key[:MAX_TOKENS]:
-        piece = frame.index.text_of(tok)
-        words.append(str(tok) if piece is None else f"{tok}:{piece!r}")
-    if len(key) > MAX_TOKENS:
-        words.append(f"… +{len(key) - MAX_TOKENS}")
+    """`[id] slots 5-6 lock=1  2 tok  ' one two'`: what the node holds first, so a narrow pane keeps it."""
     on_path = bool(mine) and set(node["value"]) <= mine
     style = f"bold {frame.color(frame.rid)}" if on_path else ("" if node["lock_ref"] > 0 else "dim")
     text = Text(f"[{node['id']}] ", style="dim")
-    text.append(" ".join(words), style=style)
-    text.append(f"  slots {ranges(node['value'])}  lock={node['lock_ref']}", style="dim" if not on_path else style)
+    text.append(f"slots {ranges(node['value'])}  lock={node['lock_ref']}  ", style=style)
+    text.append(f"{len(node['key'])} tok  ", style="dim")
+    text.append(tokens_preview(node["key"], frame), style=style)
     return text
+
+
+def tokens_preview(tokens: list[int], frame: Frame) -> str:
+    """The tokens' text where the trace has it (quoted), their ids where not."""
+    texts = [frame.index.text_of(t) for t in tokens[:MAX_TOKENS]]
+    if all(t is not None for t in texts):
+        out = repr("".join(texts))
+    else:
+        out = " ".join(str(t) for t in tokens[:MAX_TOKENS])
+    return out + (f" … +{len(tokens) - MAX_TOKENS}" if len(tokens) > MAX_TOKENS else "")

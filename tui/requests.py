@@ -13,6 +13,7 @@ from tui.frame import Frame
 
 COLUMNS = ("rid", "prompt", "status", "in", "cached", "out", "TTFT ms", "rounds")  # in/cached/out: tokens
 PREVIEW = 22  # characters of the prompt shown
+USER_TURN, END_TURN = "<|im_start|>user", "<|im_end|>"  # ChatML, the bundled model's chat template
 
 
 class RequestsTable(DataTable):
@@ -80,8 +81,11 @@ def request_row(frame: Frame, rid: str) -> tuple[str, ...]:
 
 
 def prompt_preview(text: str | None, ids: list[int] | None) -> str:
+    """The start of the prompt: the last user turn of a ChatML prompt, else the text, else the ids."""
     if text is None:
         text = "ids " + " ".join(map(str, ids)) if ids else "-"
+    if USER_TURN in text:
+        text = text.rsplit(USER_TURN, 1)[1].split(END_TURN, 1)[0]
     text = " ".join(text.split())
     return text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
 
