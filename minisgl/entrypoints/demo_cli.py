@@ -1,5 +1,6 @@
 """`minisgl demo`: the whole path in one command. Start `minisgl serve --trace`, ask one question through
-the official `openai` client, print the answer as it streams in, stop the server and say where the trace is."""
+the official `openai` client, print the answer as it streams in, stop the server, show the request's trace,
+and open the replay on it (in a terminal; elsewhere, e.g. in CI, print the command that opens it)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens", type=int, default=64, help="most tokens in the answer (default 64)")
     p.add_argument("--trace-dir", default=None, help="trace folder (default: ./minisgl-trace-YYYYmmdd-HHMMSS)")
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait for the server to be ready")
+    p.add_argument("--no-replay", action="store_true",
+                   help="do not open the replay at the end, only print the command that opens it (the default "
+                        "when stdin or stdout is not a terminal)")
     p.set_defaults(func=run)
 
 
@@ -90,7 +94,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"trace written to {out.trace_dir}")
     print(f"$ minisgl trace show {out.trace_dir} --rid {rid}")
     _show_request(out.trace_dir, rid)
-    return 0
+    in_terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    return _replay(out.trace_dir, rid, interactive=in_terminal and not args.no_replay)
+
+
+def _replay(trace_dir: str, rid: str | None, interactive: bool) -> int:
+    """Open the replay app on the demo's trace; without a terminal, say how to open it."""
+    command = f"minisgl replay {trace_dir}" + (f" --rid {rid}" if rid else "")
+    if not interactive:
+        print(f"\nstep through it round by round: {command}")
+        return 0
+    print(f"$ {command}   (q quits)", flush=True)
+    from tui.launch import run
+
+    return run(argparse.Namespace(dir=trace_dir, follow=False, rid=rid, poll=0.5))
 
 
 def _show_request(trace_dir: str, rid: str | None) -> None:
