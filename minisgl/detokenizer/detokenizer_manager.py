@@ -37,4 +37,5 @@ class DetokenizerManager:
             prompt_tokens=list(recv.prompt_tokens),
             completion_tokens=list(recv.completion_tokens),
             cached_tokens=list(recv.cached_tokens),
+            max_new_tokens=list(recv.max_new_tokens),
         )

@@ -83,4 +83,5 @@ class BatchStrOutput:
     prompt_tokens: list[int]
     completion_tokens: list[int]
     cached_tokens: list[int]
+    max_new_tokens: list[int] = field(default_factory=list)  # as the scheduler runs it (clamped to the context)
     trace_flow: str | None = None

@@ -148,6 +148,14 @@ def usage_of(meta: dict[str, Any]) -> UsageInfo:
     return UsageInfo.of(meta["prompt_tokens"], meta["completion_tokens"], meta["cached_tokens"])
 
 
+def with_warning(data: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """Add the engine's warning (e.g. max_tokens clamped to the context) to a response or its last chunk.
+    Not an OpenAI field: clients that do not know it ignore it (the openai client keeps it in model_extra)."""
+    if meta.get("warning"):
+        data["warning"] = meta["warning"]
+    return data
+
+
 def dump_chunk(chunk: BaseModel) -> dict[str, Any]:
     """A stream chunk as OpenAI sends it: no `usage` key until the usage chunk, no null fields in a delta."""
     data = chunk.model_dump(mode="json")

@@ -23,6 +23,7 @@ from minisgl.server.serving_base import (
     finish_reason_of,
     matched_stop_of,
     usage_of,
+    with_warning,
 )
 
 
@@ -44,7 +45,7 @@ class OpenAIServingChat(OpenAIServingBase):
                                               finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta))
         response = ChatCompletionResponse(id=f"chatcmpl-{meta['id']}", model=self.served_model_name,
                                           choices=[choice], usage=usage_of(meta))
-        return response.model_dump(mode="json")
+        return with_warning(response.model_dump(mode="json"), meta)
 
     def _stream_chunks(self, out: dict[str, Any], request: ChatCompletionRequest, first: bool) -> list[Chunk]:
         meta = out["meta_info"]
@@ -61,8 +62,8 @@ class OpenAIServingChat(OpenAIServingBase):
         if out["delta"]:
             chunks.append((chunk(ChoiceDelta(content=out["delta"])), out["delta"]))
         if meta["finish_reason"] is not None:
-            chunks.append((chunk(ChoiceDelta(), finish_reason=finish_reason_of(meta),
-                                 matched_stop=matched_stop_of(meta)), ""))
+            last = chunk(ChoiceDelta(), finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta))
+            chunks.append((with_warning(last, meta), ""))
             if request.stream_options is not None and request.stream_options.include_usage:
                 usage = ChatCompletionStreamResponse(id=chunk_id, model=self.served_model_name, choices=[],
                                                      usage=usage_of(meta))

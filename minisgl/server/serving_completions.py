@@ -20,6 +20,7 @@ from minisgl.server.serving_base import (
     finish_reason_of,
     matched_stop_of,
     usage_of,
+    with_warning,
 )
 
 
@@ -41,7 +42,7 @@ class OpenAIServingCompletion(OpenAIServingBase):
                                           matched_stop=matched_stop_of(meta))
         response = CompletionResponse(id=f"cmpl-{meta['id']}", model=self.served_model_name, choices=[choice],
                                       usage=usage_of(meta))
-        return response.model_dump(mode="json")
+        return with_warning(response.model_dump(mode="json"), meta)
 
     def _stream_chunks(self, out: dict[str, Any], request: CompletionRequest, first: bool) -> list[Chunk]:
         meta = out["meta_info"]
@@ -56,7 +57,8 @@ class OpenAIServingCompletion(OpenAIServingBase):
         if out["delta"]:
             chunks.append((chunk(out["delta"]), out["delta"]))
         if meta["finish_reason"] is not None:
-            chunks.append((chunk("", finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta)), ""))
+            last = chunk("", finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta))
+            chunks.append((with_warning(last, meta), ""))
             if request.stream_options is not None and request.stream_options.include_usage:
                 usage = CompletionStreamResponse(id=chunk_id, model=self.served_model_name, choices=[],
                                                  usage=usage_of(meta))

@@ -192,7 +192,9 @@ class TokenizerManager:
             state.text += delta
             state.output_ids.extend(recv_obj.output_ids[i])
             meta = {"id": rid, "finish_reason": reason, "prompt_tokens": recv_obj.prompt_tokens[i],
-                    "completion_tokens": recv_obj.completion_tokens[i], "cached_tokens": recv_obj.cached_tokens[i]}
+                    "completion_tokens": recv_obj.completion_tokens[i], "cached_tokens": recv_obj.cached_tokens[i],
+                    "warning": _clamp_warning(state.obj, recv_obj.max_new_tokens[i] if recv_obj.max_new_tokens else None,
+                                              recv_obj.prompt_tokens[i])}
             state.out_list.append({"delta": delta, "meta_info": meta})
             if reason is not None:
                 state.finished = True
@@ -270,3 +272,12 @@ class TokenizerManager:
         self.recv_from_detokenizer.close()
         self._context.term()
         self._async_context.term()
+
+
+def _clamp_warning(obj: GenerateReqInput, running: int | None, prompt_tokens: int) -> str | None:
+    """The scheduler shortens max_new_tokens that would overrun the context; say so to the client."""
+    asked = (obj.sampling_params or {}).get("max_new_tokens")
+    if running is None or asked is None or running >= asked:
+        return None
+    return (f"max_new_tokens {asked} was clamped to {running}: the prompt's {prompt_tokens} tokens plus the "
+            f"output must fit the context")

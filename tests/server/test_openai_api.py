@@ -119,3 +119,19 @@ def test_native_generate_text_and_input_ids_stream_or_not(http, engine):
     chunks = [json.loads(line[6:]) for line in lines[:-1]]
     assert chunks[-1]["text"] == ref["text"] and chunks[-1]["output_ids"] == ref["output_ids"]
     assert all(b["text"].startswith(a["text"]) for a, b in itertools.pairwise(chunks))  # SGLang: whole text so far
+
+
+def test_max_tokens_clamped_to_the_context_is_reported(client, model):
+    """1016 prompt tokens leave 8 of the test server's 1024-token context: max_tokens 50 runs as 8, and the
+    answer says so (in a `warning` field the openai client keeps as an extra), streamed or not."""
+    prompt = [1] + [2683] * 1015  # token ids: the completions endpoint takes them as the prompt
+    resp = client.completions.create(model=model, prompt=prompt, max_tokens=50, temperature=0)
+    assert resp.usage.prompt_tokens == 1016 and resp.usage.completion_tokens <= 8
+    assert "max_new_tokens 50 was clamped to 8" in resp.model_extra["warning"]
+    chunks = list(client.completions.create(model=model, prompt=prompt, max_tokens=50, temperature=0,
+                                            stream=True))
+    warned = [c.model_extra["warning"] for c in chunks if (c.model_extra or {}).get("warning")]
+    assert len(warned) == 1 and "clamped to 8" in warned[0]
+    assert chunks[-1].choices[0].finish_reason is not None  # the warning rides on the last chunk
+    short = client.completions.create(model=model, prompt="Hello", max_tokens=2, temperature=0)
+    assert "warning" not in (short.model_extra or {})
