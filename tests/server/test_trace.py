@@ -52,8 +52,5 @@ def test_one_streamed_chat_through_every_process(server, client, model, http):
 def test_whole_trace_passes_the_tracer_checks(server, http):
     wait_drained(http)
     trace = load_trace(server.trace_dir)
-    # a client that left mid-stream was sent less text than the detokenizer made: that one check knows
-    # nothing of disconnects, so its lines about those requests are expected
-    left = {e.rid for e in trace.events if e.name == "http.error" and e.get("status") == 499}
-    failures = [line for line in check_trace(trace) if not any(rid in line for rid in left)]
-    assert failures == []
+    # clients that left mid-stream (other tests do that) included: their text checks as a prefix
+    assert check_trace(trace) == []

@@ -53,6 +53,10 @@ BROKEN = [
      "tokens: request req-b: sampled [50, 51, 52] but detokenized [50, 51]"),
     ("text != SSE", SERVER, set_attr(TM, "http.sse_chunk", "delta", " word", index=1),
      "text: request s1: detokenizer sent 'Hello world' but SSE chunks carried 'Hello word'"),
+    ("SSE not a prefix though the client left", SERVER, lambda files: (
+        set_attr(TM, "http.sse_chunk", "delta", " word", index=1)(files),
+        set_attr(TM, "http.response_finished", "status", 499)(files)),
+     "text: request s1: detokenizer sent 'Hello world' but SSE chunks carried 'Hello word'"),
     ("round gap", ENGINE, renumber_round,
      "rounds: sched.round_end rounds go [1, 2, 3, 4, 6], expected [1, 2, 3, 4, 5]"),
     ("free slots disagree", ENGINE, set_attr(ENG, "sched.round_end", "free_slots", 2, round=3),
@@ -64,6 +68,21 @@ BROKEN = [
     ("tree disagrees", ENGINE, drop(ENG, "cache.inserted", rid="req-a", slots=[8]),
      "round 4: the tree holds slots [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] but cache events gave it"),
 ]
+
+
+def test_a_client_that_left_mid_stream_was_sent_a_beginning_of_the_text(broken):
+    def leave_after_first_chunk(files):
+        records = files[TM]
+        chunks = [r for r in records if r["name"] == "http.sse_chunk"]
+        assert len(chunks) >= 2
+        for r in chunks[1:]:
+            records.remove(r)
+        end = find(records, "http.response_finished")
+        records[records.index(end)] = {**end, "name": "http.error", "attrs": {"status": 499,
+                                                                             "message": "client left"}}
+
+    folder = broken(SERVER, leave_after_first_chunk)
+    assert check_trace(load_trace(folder)) == []
 
 
 @pytest.mark.parametrize("what, source, edit, line", BROKEN, ids=[b[0] for b in BROKEN])
