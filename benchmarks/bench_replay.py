@@ -99,6 +99,16 @@ def _timed(fn, repeat: int = 1) -> float:
 async def _app_figures(trace, steps: int) -> dict[str, float]:
     from tui.app import ReplayApp
 
+    async def timed_ms(fn, n: int) -> float:
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            result = fn()
+            if asyncio.iscoroutine(result):
+                await result
+            times.append(time.perf_counter() - t)
+        return statistics.median(times) * 1e3
+
     out: dict[str, float] = {}
     t0 = time.perf_counter()
     app = ReplayApp(trace)
@@ -107,37 +117,22 @@ async def _app_figures(trace, steps: int) -> dict[str, float]:
         out["open_s"] = time.perf_counter() - t0
         app.action_tab("round")  # a pane with a table to redraw on every step
         await pilot.pause()
-        action = []
-        for _ in range(steps):
-            t = time.perf_counter()
-            app.action_step(1)
-            action.append(time.perf_counter() - t)
-        out["step_action_ms"] = statistics.median(action) * 1e3
-        keys = []
-        for _ in range(min(steps, 50)):
-            t = time.perf_counter()
-            await pilot.press("right")
-            keys.append(time.perf_counter() - t)
-        out["step_key_ms"] = statistics.median(keys) * 1e3
-        rounds = []
-        for _ in range(min(steps, 50)):
-            t = time.perf_counter()
-            app.action_round(1)
-            rounds.append(time.perf_counter() - t)
-        out["round_action_ms"] = statistics.median(rounds) * 1e3
         t = time.perf_counter()
-        app.action_end()
+        app.action_end()  # the first End replays the whole trace (and keeps its checkpoints)
         out["first_end_s"] = time.perf_counter() - t
-        back = []
-        for _ in range(min(steps, 50)):
-            t = time.perf_counter()
-            app.action_step(-1)
-            back.append(time.perf_counter() - t)
-        out["step_back_ms"] = statistics.median(back) * 1e3
-        t = time.perf_counter()
+        out["step_back_ms"] = await timed_ms(lambda: app.action_step(-1), min(steps, 50))
         app.action_start()
-        out["to_start_ms"] = (time.perf_counter() - t) * 1e3
-        assert app.timeline.cursor == 0
+        out["step_action_ms"] = await timed_ms(lambda: app.action_step(1), steps)
+        app.action_start()
+        out["step_key_ms"] = await timed_ms(lambda: pilot.press("right"), min(steps, 50))
+        out["idle_key_ms"] = await timed_ms(lambda: pilot.press("x"), min(steps, 50))  # unbound: Pilot's own wait
+        app.action_start()
+        out["round_action_ms"] = await timed_ms(lambda: app.action_round(1), min(steps, 50))
+        app.action_tab("requests")  # the pane with a row per request: the most work per step
+        await pilot.pause()
+        app.action_start()
+        out["step_requests_ms"] = await timed_ms(lambda: app.action_step(1), min(steps, 50))
+        assert app.timeline.cursor == min(steps, 50)
     return out
 
 
@@ -164,7 +159,9 @@ def run(sizes: list[int], steps: int, with_tracer_replay: bool, check: bool) -> 
 
 COLUMNS = (("events", "events", "{:,}"), ("requests", "requests", "{:,}"), ("load_s", "load s", "{:.2f}"),
            ("open_s", "open s", "{:.2f}"), ("step_action_ms", "step ms", "{:.2f}"),
-           ("step_key_ms", "key ms", "{:.1f}"), ("round_action_ms", "round ms", "{:.2f}"),
+           ("step_key_ms", "key ms", "{:.1f}"), ("idle_key_ms", "idle key ms", "{:.1f}"),
+           ("step_requests_ms", "step, reqs pane ms", "{:.2f}"),
+           ("round_action_ms", "round ms", "{:.2f}"),
            ("first_end_s", "1st end s", "{:.2f}"), ("step_back_ms", "back ms", "{:.2f}"),
            ("tracer_replay_s", "replay() s", "{:.2f}"))
 
@@ -189,8 +186,10 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     print("\nstep ms: the app's work for one → (state, scrubber, lanes strip, round pane); key ms: the same "
-          "key sent by Textual's Pilot, drawing and its idle wait included; 1st end s: the first End (replays "
-          "the whole trace); back ms: ← from there (restores the nearest checkpoint).")
+          "key sent by Textual's Pilot, drawing and the Pilot's wait for the screen included; idle key ms: an "
+          "unbound key, i.e. the Pilot's wait alone; step, reqs pane ms: → with the requests table in view; "
+          "1st end s: the first End (replays the whole trace); back ms: ← from there (restores the nearest "
+          "checkpoint).")
 
 
 if __name__ == "__main__":
