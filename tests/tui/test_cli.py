@@ -67,3 +67,11 @@ def test_help_names_every_option():
     assert r.returncode == 0
     for word in ("usage: minisgl replay", "dir", "--follow", "--rid", "--poll", "live mode"):
         assert word in r.stdout
+
+
+def test_the_tui_imports_nothing_from_minisgl():
+    code = ("import sys, tui.app, tui.launch; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'minisgl'))")
+    r = subprocess.run([sys.executable, "-c", code], check=False, cwd=ROOT, text=True, capture_output=True,
+                       timeout=60)
+    assert r.stdout.strip() == "[]", r.stderr
