@@ -145,14 +145,10 @@ class Timeline:
             return
         if follow_tail or event_key is None:
             self.cursor = self.size - 1
-            self._changed()
-            if follow_tail:
-                self.to_end()
-            return
-        events = index.trace.events
-        start = min(max(self.cursor, 0), self.size - 1)
-        for i in range(start, self.size):  # events only move later when a late line is merged in
-            if (events[i].pid, events[i].seq) == event_key:
-                self.cursor = i
-                break
-        self._changed()
+        else:
+            events = index.trace.events
+            for i in range(max(self.cursor, 0), self.size):  # a late line only ever moves events later
+                if (events[i].pid, events[i].seq) == event_key:
+                    self.cursor = i
+                    break
+        self._changed()  # onto a visible event (the last one, when following the end)

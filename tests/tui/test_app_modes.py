@@ -135,3 +135,21 @@ async def test_live_mode_starts_on_an_empty_folder(tmp_path, open_app):
         await pilot.pause(0.3)
         assert app.rid == "s1" and app.timeline.size == len(load_trace(SERVER).events)
         assert "s1" in app.panes["requests"].rows_shown
+
+
+async def test_live_mode_keeps_the_cursor_on_its_event_when_earlier_lines_arrive(tmp_path, open_app):
+    files = {p.name: p.read_text() for p in SERVER.glob("*.jsonl")}
+    (tmp_path / "scheduler-200.jsonl").write_text(files["scheduler-200.jsonl"])
+    tail = TraceTail(tmp_path)
+    tail.poll()
+    async with open_app(tail.trace, tail=tail, poll_seconds=0.05) as (app, pilot):
+        await pilot.press(*["right"] * 8)
+        event = app.trace.events[app.timeline.cursor]
+        assert event.name == "sched.batch_formed"
+        for name in ("tokenizer_manager-100.jsonl", "detokenizer-300.jsonl"):
+            (tmp_path / name).write_text(files[name])
+        await pilot.pause(0.3)
+        assert app.timeline.size == len(load_trace(SERVER).events)
+        assert app.trace.events[app.timeline.cursor] is event  # same event, now further down the timeline
+        assert app.timeline.cursor > 8
+        assert "sched.batch_formed" in app.query_one("Scrubber").text.plain
