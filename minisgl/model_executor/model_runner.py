@@ -89,7 +89,7 @@ class ModelRunner:
 
     @staticmethod
     def sample_greedy(logits: torch.Tensor) -> torch.Tensor:
-        return logits.argmax(dim=-1)
+        return logits.max(dim=-1).indices  # argmax, first index on ties; faster on the CPU
 
 
 def _available_memory_bytes(device: torch.device) -> int:
