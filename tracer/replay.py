@@ -49,6 +49,10 @@ class Replayer:
         self._rows: dict[str, dict[int, int | None]] = {}  # rid -> position -> KV slot (its req_to_token row)
         self._tokens: dict[str, dict[int, int]] = {}  # rid -> position -> token id, where the trace says
         self._round_closed = False
+        # copy-on-write for state(): requests no event touched since the last copy share that copy, so a
+        # round's snapshot costs O(requests touched), not O(every request the trace has seen)
+        self._copies: dict[str, ReqState] = {}
+        self._dirty: set[str] = set()
         self._handlers: dict[str, Callable[[Event], None]] = {
             "sched.config": self._config, "tm.tokenized": self._tokenized,
             "sched.req_created": self._created, "sched.refused": self._refused,
@@ -74,16 +78,31 @@ class Replayer:
         if ev.round is not None and ev.lane in REPLAYED_LANES:
             self.round = ev.round
         handler(ev)
+        # every request a handler may have changed: the event's own, and the current batch's
+        if ev.rid:
+            self._dirty.add(ev.rid)
+        if ev.rids:
+            self._dirty.update(ev.rids)
+        if self.batch is not None:
+            self._dirty.update(self.batch.rids)
 
     def state(self) -> RoundState:
         """A copy of the state now: later events do not change it."""
         return RoundState(
             round=self.round, event_index=self.event_index, time_ns=self.time_ns, waiting=list(self.waiting),
             running=list(self.running), chunked=self.chunked,
-            reqs={r: s.copy() for r, s in self.reqs.items()},
+            reqs=self._req_copies(),
             slot_owner=dict(self.slot_owner), tree=self.tree, kv_size=self.kv_size,
             batch=self.batch.copy() if self.batch else None,
         )
+
+    def _req_copies(self) -> dict[str, ReqState]:
+        for rid in self._dirty:
+            if rid in self.reqs:
+                self._copies[rid] = self.reqs[rid].copy()
+        self._dirty.clear()
+        return {r: self._copies[r] if r in self._copies else self._copies.setdefault(r, s.copy())
+                for r, s in self.reqs.items()}
 
     def scratch(self) -> tuple[dict, dict]:
         """What replay remembers across rounds beyond RoundState: each request's KV row and known tokens."""

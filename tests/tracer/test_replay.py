@@ -3,11 +3,13 @@ a shared prefix, a chunked prompt, a retraction and an eviction — see fixtures
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from tests.tracer.helpers import ENGINE, find
+from tests.tracer.helpers import ENGINE, SERVER, find
 from tracer.reader import load_trace
-from tracer.replay import replay, state_at
+from tracer.replay import Replayer, replay, state_at
 from tracer.state import TREE
 from tracer.tree import nested
 
@@ -141,3 +143,20 @@ def test_level_1_counts_tokens_from_the_batch(broken):
                                                                               (3, 3)]
     assert states[2].batch.rows[0].input_id is None  # no token ids at level 1
     assert [s.waiting for s in states] == [[B], [], [], [A], []]
+
+
+@pytest.mark.parametrize("source", [ENGINE, SERVER])
+def test_round_snapshots_are_the_live_requests_then_and_later_events_leave_them_alone(source):
+    """state() shares the copy of a request no event touched since the last snapshot (copy-on-write):
+    every snapshot must still equal the live requests at the moment it was taken."""
+    trace = load_trace(source)
+    replayer = Replayer(trace.level)
+    taken = []
+    for ev in trace.events:
+        replayer.apply(ev)
+        if ev.name == "sched.round_end":
+            taken.append((replayer.state(), copy.deepcopy(replayer.reqs)))
+    assert len(taken) == len(trace.rounds()) > 1
+    for state, live in taken:
+        assert state.reqs == live
+        assert all(state.reqs[r] is not replayer.reqs[r] for r in state.reqs)  # copies, never the live ones
