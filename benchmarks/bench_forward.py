@@ -46,8 +46,9 @@ from minisgl.model_loader.loader import load_model_config, load_tokenizer, resol
 from minisgl.server_args import ServerArgs
 
 BANDWIDTH_NOTE = (
-    "note: batch-1 decode is memory-bandwidth bound; reading the bf16 weights once per token caps it at "
-    "about 190 tok/s on this machine."
+    "note: batch-1 decode streams every bf16 weight (about 270 MB for SmolLM2-135M) once per token; on the "
+    "2-core VM these figures were taken on, the bf16 kernels streamed 8-11 GB/s per thread, which alone "
+    "costs 25 ms or more per token (see lessons/docs/benchmarks.md)."
 )
 
 _TEXT = (
