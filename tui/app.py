@@ -1,8 +1,9 @@
 """The replay app: a scrubber over a trace's merged timeline, with every pane in step with it.
 
 The app owns the bindings and the moves; the Timeline decides where a move lands, the StateCache
-rebuilds the scheduler's state there, and each pane draws one Frame. Only the pane in view is redrawn
-on a step (the others catch up when their tab is opened), so stepping stays cheap on large traces.
+rebuilds the scheduler's state there, and each pane draws one Frame. Only the tab in view is redrawn
+on a step (the others catch up when their tab is opened), so stepping stays cheap on large traces; the
+dashboard tab (tui.dashboard) is four panes in one, all redrawn on a step.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, TabbedContent, TabPane
 
 from tracer.reader import Trace, TraceError, TraceTail
+from tui.dashboard import Dashboard
 from tui.diagram import write_round_diagram
 from tui.frame import Frame
 from tui.help import HelpScreen
 from tui.index import TraceIndex
 from tui.inspector import EventInspector
-from tui.keys import TAB_LABELS, TABS, bindings
+from tui.keys import DASH, DASH_LABEL, TAB_LABELS, TABS, bindings
 from tui.kv_grid import KVGrid
 from tui.lanes import LanesPane, LaneStrip
 from tui.output import OutputPane
@@ -35,6 +37,7 @@ from tui.timeline import Timeline
 
 PANES = {"requests": RequestsTable, "lanes": LanesPane, "event": EventInspector, "round": RoundPane,
          "kv": KVGrid, "radix": RadixPane, "queues": QueuesPane, "output": OutputPane}
+DASH_MIN_SIZE = (120, 36)  # a terminal at least this wide and tall opens on the dashboard
 
 
 class ReplayApp(App[None]):
@@ -69,6 +72,8 @@ class ReplayApp(App[None]):
         yield Scrubber()
         yield LaneStrip()
         with TabbedContent(initial="requests"):
+            with TabPane(DASH_LABEL, id=DASH):
+                yield Dashboard(id=f"{DASH}-pane")
             for tab, label in zip(TABS, TAB_LABELS):
                 with TabPane(label, id=tab):
                     yield PANES[tab](id=f"{tab}-pane")
@@ -77,13 +82,17 @@ class ReplayApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.panes = {tab: self.query_one(f"#{tab}-pane") for tab in TABS}
+        self.panes = {tab: self.query_one(f"#{tab}-pane") for tab in (DASH, *TABS)}
         self._scrubber, self._strip = self.query_one(Scrubber), self.query_one(LaneStrip)
         self._tabs = self.query_one(TabbedContent)
+        if self.size.width >= DASH_MIN_SIZE[0] and self.size.height >= DASH_MIN_SIZE[1]:
+            self._tabs.active = DASH
         if self._follow_at_start and self.rid is not None:
             self.timeline.pin(self.rid)
         self.refresh_view()
-        self.panes["requests"].focus()
+        if self.active_tab != "requests":
+            self.panes["requests"].show(self.frame())  # every request's row, for select(), out of view
+        self.panes[self.active_tab].focus()
         if self.rid is not None:
             self.panes["requests"].select(self.rid)
         if self.tail is not None:
@@ -105,7 +114,7 @@ class ReplayApp(App[None]):
 
     @property
     def active_tab(self) -> str:
-        return self._tabs.active or TABS[0]
+        return self._tabs.active or "requests"
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if self.panes and event.pane.id in self.panes:

@@ -15,6 +15,7 @@ from textual.widgets import Static
 from tui.keys import KEYS
 
 PANES = (
+    ("0 Dash", "round, KV, queues over radix, and output at once (the start on a terminal of 120×36 or more)"),
     ("1 Reqs", "every request: prompt, status, in/cached/out tokens, time to first token, rounds; ↑/↓ selects"),
     ("2 Lanes", "the process holding the selected request, and the type it has there"),
     ("3 Event", "every field of the event at the cursor, token ids with their text"),

@@ -32,6 +32,7 @@ KEYS: tuple[Key, ...] = (
     Key("slash", "/", "filter", "filter events by name or rid (Enter keeps it, Esc clears it)", footer="filter"),
     Key("escape", "Esc", "clear_filter", "clear the filter"),
     Key("d", "d", "diagram", "write the current round's diagram (DOT) next to the trace"),
+    Key("0", "0", "", "show the dashboard: round, KV, queues + radix and output at once"),
     Key("1,2,3,4,5,6,7,8", "1 … 8", "", "show a pane: requests, lanes, event, round, KV, radix, queues, output"),
     Key("question_mark", "?", "help", "this help", footer="help"),
     Key("q", "q", "quit", "quit", footer="quit"),
@@ -39,6 +40,7 @@ KEYS: tuple[Key, ...] = (
 
 TABS = ("requests", "lanes", "event", "round", "kv", "radix", "queues", "output")
 TAB_LABELS = ("1 Reqs", "2 Lanes", "3 Event", "4 Round", "5 KV", "6 Radix", "7 Queues", "8 Output")
+DASH, DASH_LABEL = "dash", "0 Dash"  # the dashboard's tab, placed first, on key 0
 
 
 def bindings() -> list[Binding]:
@@ -47,6 +49,7 @@ def bindings() -> list[Binding]:
         if k.action:
             out.append(Binding(k.keys, k.action, k.footer or k.description, show=bool(k.footer),
                                key_display=k.label.split()[0], priority=k.priority))
+    out.append(Binding("0", f"tab('{DASH}')", "show the dashboard", show=False))
     for i, tab in enumerate(TABS, start=1):
         out.append(Binding(str(i), f"tab('{tab}')", f"show the {tab} pane", show=False))
     return out

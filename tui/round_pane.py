@@ -17,18 +17,20 @@ COLUMNS = ("rid", "pos", "token", "text", "slot", "kv", "sampled")
 
 class RoundPane(Vertical):
     DEFAULT_CSS = """
-    RoundPane > #round-title { height: auto; }
+    RoundPane > .round-title { height: auto; }
     RoundPane > DataTable { height: 1fr; }
     """
 
-    def __init__(self, **kwargs):
+    def __init__(self, *, prefix: str = "", **kwargs):
+        """prefix: for the ids of its title and table, so that a second copy (the dashboard's) has its own."""
         super().__init__(**kwargs)
+        self.prefix = prefix
         self.title_text = Text()
         self._shown: tuple | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="round-title")
-        yield DataTable(cursor_type="row", zebra_stripes=True, id="round-rows")
+        yield Static(id=f"{self.prefix}round-title", classes="round-title")
+        yield DataTable(cursor_type="row", zebra_stripes=True, id=f"{self.prefix}round-rows")
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns(*COLUMNS)
@@ -41,7 +43,7 @@ class RoundPane(Vertical):
             return
         self._shown = key
         self.title_text = round_title(frame, batch)
-        self.query_one("#round-title", Static).update(self.title_text)
+        self.query_one(".round-title", Static).update(self.title_text)
         table = self.query_one(DataTable)
         table.clear()
         for row in batch.rows if batch else []:
