@@ -18,7 +18,7 @@ def _app(folder, **kwargs) -> ReplayApp:
 
 
 SCREENS = {  # name -> (trace, keys pressed)
-    "requests_round2": (ENGINE, [ROUND, ROUND]),
+    "requests_round2": (ENGINE, [ROUND, ROUND, "1"]),  # 140x45 opens on the dashboard: 1 for the table
     "lanes_round1_forward": (ENGINE, ["right"] * 17 + ["2"]),
     "event_sampled": (ENGINE, ["right"] * 33 + ["3"]),
     "round2_batch": (ENGINE, [ROUND, ROUND, "4"]),
@@ -35,6 +35,11 @@ SCREENS = {  # name -> (trace, keys pressed)
 def test_screen(snap_compare, name, size):
     folder, keys = SCREENS[name]
     assert snap_compare(_app(folder), press=keys, terminal_size=size)
+
+
+def test_dashboard_round2(snap_compare):
+    """The start at 140x45: round, KV, queues over radix, and output at once."""
+    assert snap_compare(_app(ENGINE), press=[ROUND, ROUND], terminal_size=LARGE)
 
 
 def test_help_screen(snap_compare):
