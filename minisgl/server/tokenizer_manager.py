@@ -28,9 +28,9 @@ from minisgl.scheduler.io_struct import (
     GetLoadReqOutput,
     TokenizedGenerateReqInput,
 )
+from minisgl.server import tm_trace
 from minisgl.server.errors import RequestError, client_disconnected, server_unavailable
 from minisgl.server.port_args import PortArgs
-from minisgl.server import tm_trace
 from minisgl.server.protocol import GenerateReqInput
 from minisgl.server.zmq_io import AsyncPullReceiver, PushSender
 from tracer.api import tracer
@@ -191,10 +191,10 @@ class TokenizerManager:
             delta = recv_obj.output_strs[i]
             state.text += delta
             state.output_ids.extend(recv_obj.output_ids[i])
+            running_max = recv_obj.max_new_tokens[i] if recv_obj.max_new_tokens else None
             meta = {"id": rid, "finish_reason": reason, "prompt_tokens": recv_obj.prompt_tokens[i],
                     "completion_tokens": recv_obj.completion_tokens[i], "cached_tokens": recv_obj.cached_tokens[i],
-                    "warning": _clamp_warning(state.obj, recv_obj.max_new_tokens[i] if recv_obj.max_new_tokens else None,
-                                              recv_obj.prompt_tokens[i])}
+                    "warning": _clamp_warning(state.obj, running_max, recv_obj.prompt_tokens[i])}
             state.out_list.append({"delta": delta, "meta_info": meta})
             if reason is not None:
                 state.finished = True
