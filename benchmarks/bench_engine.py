@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from bench_forward import CpuMeter  # noqa: E402
+from bench_forward import CpuMeter, load_hf_model  # noqa: E402
 from minisgl.entrypoints.engine import Engine  # noqa: E402
 from minisgl.model_loader.loader import resolve_model  # noqa: E402
 
@@ -354,21 +354,7 @@ def main(argv=None) -> int:
 
     hf_model = None
     if not args.skip_hf:
-        import transformers
-        from transformers import AutoModelForCausalLM
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-        t0 = time.perf_counter()
-        if src.kind == "gguf":
-            hf_model = AutoModelForCausalLM.from_pretrained(
-                str(src.path.parent), gguf_file=src.path.name, dtype=torch.bfloat16)
-        else:
-            hf_model = AutoModelForCausalLM.from_pretrained(str(src.path), dtype=torch.bfloat16)
-        hf_model.eval()
-        print(f"transformers {transformers.__version__} loaded in {time.perf_counter() - t0:.1f}s "
-              f"(attention: {hf_model.config._attn_implementation})", flush=True)
+        hf_model = load_hf_model(src)
     eos = engine.model_config.eos_token_ids or [0]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     if threads != torch.get_num_threads():  # a loader must not have changed it under us

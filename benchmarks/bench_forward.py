@@ -118,6 +118,25 @@ def engine_decode(
 
 
 # ---- transformers ---------------------------------------------------------------------------------
+def load_hf_model(src):
+    """transformers' model on the same weights (GGUF file or HF folder), bf16, eval mode; says how long."""
+    import transformers
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    t0 = time.perf_counter()
+    if src.kind == "gguf":
+        model = AutoModelForCausalLM.from_pretrained(str(src.path.parent), gguf_file=src.path.name,
+                                                     dtype=torch.bfloat16)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(src.path), dtype=torch.bfloat16)
+    print(f"transformers {transformers.__version__} loaded in {time.perf_counter() - t0:.1f}s "
+          f"(attention: {model.config._attn_implementation})", flush=True)
+    return model.eval()
+
+
 @torch.inference_mode()
 def hf_prefill(model, prompt: list[int]) -> float:
     ids = torch.tensor([prompt], dtype=torch.int64)
@@ -269,21 +288,7 @@ def main(argv=None) -> int:
     print(f"minisgl loaded in {time.perf_counter() - t0:.1f}s", flush=True)
     hf_model = None
     if not args.skip_hf:
-        import transformers
-        from transformers import AutoModelForCausalLM
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
-        t0 = time.perf_counter()
-        if src.kind == "gguf":
-            hf_model = AutoModelForCausalLM.from_pretrained(
-                str(src.path.parent), gguf_file=src.path.name, dtype=torch.bfloat16)
-        else:
-            hf_model = AutoModelForCausalLM.from_pretrained(str(src.path), dtype=torch.bfloat16)
-        hf_model.eval()
-        print(f"transformers {transformers.__version__} loaded in {time.perf_counter() - t0:.1f}s "
-              f"(attention: {hf_model.config._attn_implementation})", flush=True)
+        hf_model = load_hf_model(src)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (cfg.eos_token_ids or [0])[0]
     if threads != torch.get_num_threads():  # a loader must not have changed it under us
         torch.set_num_threads(threads)

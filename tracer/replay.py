@@ -97,12 +97,12 @@ class Replayer:
         )
 
     def _req_copies(self) -> dict[str, ReqState]:
-        for rid in self._dirty:
-            if rid in self.reqs:
-                self._copies[rid] = self.reqs[rid].copy()
+        """Fresh copies of the requests changed (or new) since the last snapshot, the earlier ones of the rest."""
+        stale = (self._dirty | (self.reqs.keys() - self._copies.keys())) & self.reqs.keys()
+        for rid in stale:
+            self._copies[rid] = self.reqs[rid].copy()
         self._dirty.clear()
-        return {r: self._copies[r] if r in self._copies else self._copies.setdefault(r, s.copy())
-                for r, s in self.reqs.items()}
+        return {rid: self._copies[rid] for rid in self.reqs}
 
     def scratch(self) -> tuple[dict, dict]:
         """What replay remembers across rounds beyond RoundState: each request's KV row and known tokens."""
