@@ -20,6 +20,33 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 LEVEL_REQUESTS, LEVEL_TOKENS, LEVEL_TENSORS = 1, 2, 3
+CLOCK_ENV = "MINISGL_TRACE_CLOCK"  # "boot_id:wall_ns:mono_ns", handed to child processes through the environment
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def clock_anchor() -> tuple[int, int]:
+    """(wall_ns, mono_ns) read at one instant, the same for every process of one run.
+
+    The monotonic clock is one clock for the whole machine, so events of different processes order
+    exactly by it. Wall time is only for display. If each process paired the two clocks itself, the
+    pairs would differ by the microseconds between the two reads (and by any wall-clock adjustment
+    between process starts), enough to put a reply before the message that caused it. So the first
+    process to trace takes the pair and leaves it in the environment, which the processes it starts
+    inherit; a pair left by an earlier boot of the machine is not reused.
+    """
+    boot = _boot_id()
+    parts = os.environ.get(CLOCK_ENV, "").split(":")
+    if len(parts) == 3 and parts[0] == boot and parts[1].isdigit() and parts[2].isdigit():
+        return int(parts[1]), int(parts[2])
+    wall_ns, mono_ns = time.time_ns(), time.monotonic_ns()
+    os.environ[CLOCK_ENV] = f"{boot}:{wall_ns}:{mono_ns}"
+    return wall_ns, mono_ns
 
 
 class Tracer:
@@ -45,9 +72,9 @@ class Tracer:
         self._file = open(path, "a", encoding="utf-8", buffering=1 << 16)
         self.process, self.level, self.enabled = process, level, True
         self._seq, self._flow, self._pid = itertools.count(), itertools.count(1), os.getpid()
-        # both clocks at one instant: the reader aligns every process's monotonic clock with it
-        self.event("trace.process_start", wall_ns=time.time_ns(), mono_ns=time.monotonic_ns(),
-                   schema=SCHEMA_VERSION, level=level)
+        # both clocks at one instant, shared with the child processes: the reader aligns monotonic time with it
+        wall_ns, mono_ns = clock_anchor()
+        self.event("trace.process_start", wall_ns=wall_ns, mono_ns=mono_ns, schema=SCHEMA_VERSION, level=level)
         atexit.register(self.close)
         return path
 

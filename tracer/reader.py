@@ -1,7 +1,8 @@
 """Read a trace folder: every `*.jsonl` file, merged into one timeline on a shared wall clock.
 
-Each process stamps events with its own monotonic clock; its `trace.process_start` event records that
-clock and the wall clock at one instant, which is enough to put all processes on one time axis.
+Each process stamps events with the machine's monotonic clock; its `trace.process_start` event records
+that clock and the wall clock at one instant, which is enough to put all processes on one time axis. The
+processes of one run share that instant (`tracer.api.clock_anchor`), so their events order exactly.
 `TraceTail` reads a folder that a running server is still writing, a few lines at a time.
 """
 
