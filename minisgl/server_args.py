@@ -17,6 +17,7 @@ class ServerArgs:
     max_running_requests: int = 64
     context_length: int | None = None  # None: the model's own
     random_seed: int = 0
+    cpu_kernels: str = "auto"  # auto | on | off: the C++ kernels of minisgl/kernels on the cpu
     # scheduler
     chunked_prefill_size: int | None = 512  # rows one prompt may take per round; None or -1: no chunking
     max_prefill_tokens: int = 4096  # prefill rows per round, over all admitted requests
@@ -34,6 +35,8 @@ class ServerArgs:
             raise ValueError(f"--dtype must be auto, bfloat16, float16 or float32, not {self.dtype!r}")
         if self.device not in ("cpu", "cuda", "npu"):
             raise ValueError(f"--device must be cpu, cuda or npu, not {self.device!r}")
+        if self.cpu_kernels not in ("auto", "on", "off"):
+            raise ValueError(f"--cpu-kernels must be auto, on or off, not {self.cpu_kernels!r}")
         if self.max_total_tokens is not None and self.max_total_tokens < 1:
             raise ValueError(f"--max-total-tokens must be >= 1, not {self.max_total_tokens}")
         if self.max_running_requests < 1:
@@ -56,6 +59,9 @@ class ServerArgs:
         g.add_argument("--dtype", default=d.dtype, choices=["auto", "bfloat16", "float16", "float32"],
                        help="weights and KV dtype (auto: bfloat16 on cpu)")
         g.add_argument("--device", default=d.device, choices=["cpu", "cuda", "npu"], help="where the model runs")
+        g.add_argument("--cpu-kernels", default=d.cpu_kernels, choices=["auto", "on", "off"],
+                       help="C++ kernels for RMSNorm, rotary, SiLU-and-mul and paged decode attention on the cpu, "
+                            "built with g++ at first use (auto: use them if they build; off: torch ops only)")
         g.add_argument("--max-total-tokens", type=int, default=d.max_total_tokens,
                        help="KV cache size in tokens (default: from --mem-fraction-static)")
         g.add_argument("--mem-fraction-static", type=float, default=d.mem_fraction_static,

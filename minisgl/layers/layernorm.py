@@ -2,19 +2,44 @@
 
 x / sqrt(mean(x^2) + eps) * weight. torch's fused F.rms_norm computes the normalisation in one
 kernel, giving bit for bit what the three-step formula gives in float32.
+
+Called with a residual, it first adds the layer's output into the residual stream and normalises the
+sum, returning both (SGLang's fused_add_rmsnorm): the decoder layers pass the residual along this way.
+With `use_kernel` set (by the model runner, see minisgl/kernels) one CPU kernel does all of it.
 """
+
+from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minisgl import kernels
+
 
 class RMSNorm(nn.Module):
+    use_kernel = False
+
     def __init__(self, hidden_size: int, eps: float = 1e-6):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(hidden_size))
         self.variance_epsilon = eps
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
+        if self.use_kernel:
+            return self.forward_kernel(x, residual)
+        if residual is None:
+            return self._norm(x)
+        residual = x + residual
+        return self._norm(residual), residual
+
+    def _norm(self, x: torch.Tensor) -> torch.Tensor:
         normed = F.rms_norm(x.float(), (x.shape[-1],), eps=self.variance_epsilon)
         return self.weight * normed.to(x.dtype)
+
+    def forward_kernel(self, x: torch.Tensor, residual: torch.Tensor | None):
+        if residual is None:
+            return kernels.rms_norm(x, self.weight, self.variance_epsilon)
+        x = x.contiguous()
+        kernels.fused_add_rms_norm(x, residual, self.weight, self.variance_epsilon)  # both updated in place
+        return x, residual

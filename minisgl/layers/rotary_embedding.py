@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
+
+from minisgl import kernels
 
 
 def _inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> torch.Tensor:
@@ -29,7 +31,18 @@ def _inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> to
     raise ValueError(f"rope scaling type {kind!r} is not supported (default, linear, llama3)")
 
 
+class RopeAngles(NamedTuple):
+    """What every layer needs to rotate this round's rows: cos and sin per row ([T, 1, D], in the model's
+    dtype) for the torch code, or the positions and the float32 tables for the in-place CPU kernel."""
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+    positions: torch.Tensor | None = None  # set: cos/sin are whole tables, indexed by the kernel
+
+
 class RotaryEmbedding(nn.Module):
+    use_kernel = False
+
     def __init__(self, head_dim: int, max_position: int, theta: float, scaling: dict | None = None):
         super().__init__()
         self.head_dim, self.max_position, self.theta, self.scaling = head_dim, max_position, theta, scaling
@@ -38,21 +51,34 @@ class RotaryEmbedding(nn.Module):
         self.build_cache()
 
     def build_cache(self) -> None:
-        """cos/sin of every position, computed in float32 (called again after a meta-device init)."""
+        """cos/sin of every position (called again after a meta-device init). Buffers, so they follow the
+        model's dtype and device; the kernel keeps its own float32 copy, made at first use."""
+        self.cos_cache, self.sin_cache = self._tables()
+        self._kernel_tables: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def _tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.device("cpu"):
             inv_freq = _inv_freq(self.head_dim, self.theta, self.scaling)
             freqs = torch.outer(torch.arange(self.max_position, dtype=torch.float32), inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
-        self.cos_cache, self.sin_cache = emb.cos(), emb.sin()
+        return emb.cos(), emb.sin()
 
-    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin for this round's rows, [T, 1, D]: looked up once per forward, used by every layer."""
-        return self.cos_cache[positions].to(dtype).unsqueeze(1), self.sin_cache[positions].to(dtype).unsqueeze(1)
+    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> RopeAngles:
+        """The angles of this round's rows: looked up once per forward, used by every layer."""
+        if self.use_kernel:
+            if self._kernel_tables is None:
+                self._kernel_tables = self._tables()
+            return RopeAngles(*self._kernel_tables, positions.contiguous())
+        return RopeAngles(self.cos_cache[positions].to(dtype).unsqueeze(1),
+                          self.sin_cache[positions].to(dtype).unsqueeze(1))
 
 
-def apply_rotary_emb(q: torch.Tensor, k: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor]):
+def apply_rotary_emb(q: torch.Tensor, k: torch.Tensor, angles: RopeAngles):
     """q: [T, heads, D], k: [T, kv_heads, D]. Rotate each row by the angle of its logical position."""
-    cos, sin = cos_sin
+    if angles.positions is not None:
+        kernels.rotary_embedding(angles.positions, q, k, angles.cos, angles.sin)  # in place
+        return q, k
+    cos, sin = angles.cos, angles.sin
     return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
 

@@ -7,7 +7,9 @@ import os
 
 import torch
 
+from minisgl import kernels
 from minisgl.configs.model_config import ModelConfig
+from minisgl.layers.attention.cpu_paged_backend import CpuPagedAttnBackend
 from minisgl.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from minisgl.mem_cache.memory_pool import ReqToTokenPool, TokenToKVPool
 from minisgl.model_executor.forward_batch_info import ForwardBatch
@@ -49,7 +51,24 @@ class ModelRunner:
         self.context_len = server_args.context_length or model_config.context_len
         self.model = model if model is not None else self._load_model(source)
         self._init_memory_pool()
-        self.attn_backend = TorchNativeAttnBackend()
+        self.use_cpu_kernels = self._want_cpu_kernels()
+        set_kernel_layers(self.model, self.use_cpu_kernels)
+        self.attn_backend = CpuPagedAttnBackend() if self.use_cpu_kernels else TorchNativeAttnBackend()
+        logger.info("attention backend: %s", type(self.attn_backend).__name__)
+
+    def _want_cpu_kernels(self) -> bool:
+        """--cpu-kernels: auto uses them where they build and fit (cpu, float32 or bfloat16); on insists."""
+        mode = self.server_args.cpu_kernels
+        if mode == "off":
+            return False
+        if not kernels.supports(self.dtype, self.device):
+            if mode == "on":
+                raise RuntimeError(f"--cpu-kernels on needs --device cpu and float32 or bfloat16, not "
+                                   f"{self.device.type} {str(self.dtype).removeprefix('torch.')}")
+            return False
+        if not kernels.load() and mode == "on":
+            raise RuntimeError(f"--cpu-kernels on: {kernels.unavailable_reason()}")
+        return kernels.available()
 
     def _load_model(self, source: ModelSource) -> torch.nn.Module:
         cls = ModelRegistry[self.model_config.architecture]
@@ -81,6 +100,8 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, forward_batch: ForwardBatch) -> torch.Tensor:
         """Returns float32 logits: one row per request (its last row in EXTEND/MIXED)."""
+        if getattr(self.model, "kernel_layers", None) != self.use_cpu_kernels:  # a model shared by two runners
+            set_kernel_layers(self.model, self.use_cpu_kernels)
         forward_batch.attn_backend = self.attn_backend
         self.attn_backend.init_forward_metadata(forward_batch)
         return self.model(
@@ -90,6 +111,14 @@ class ModelRunner:
     @staticmethod
     def sample_greedy(logits: torch.Tensor) -> torch.Tensor:
         return logits.max(dim=-1).indices  # argmax, first index on ties; faster on the CPU
+
+
+def set_kernel_layers(model: torch.nn.Module, on: bool) -> None:
+    """Point every layer that has a CPU kernel (RMSNorm, SiluAndMul, RotaryEmbedding) at it, or back at torch."""
+    for module in model.modules():
+        if hasattr(type(module), "use_kernel"):
+            module.use_kernel = on
+    model.kernel_layers = on
 
 
 def _available_memory_bytes(device: torch.device) -> int:

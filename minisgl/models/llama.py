@@ -39,13 +39,13 @@ class LlamaAttention(nn.Module):
             self.q_norm = self.k_norm = None
         self.attn = RadixAttention(self.num_heads, self.head_dim, self.head_dim**-0.5, self.num_kv_heads, layer_id)
 
-    def forward(self, cos_sin, hidden: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
+    def forward(self, angles, hidden: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
         q, k, v = self.qkv_proj(hidden).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.reshape(-1, self.num_heads, self.head_dim)
         k = k.reshape(-1, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rotary_emb(q, k, cos_sin)
+        q, k = apply_rotary_emb(q, k, angles)
         out = self.attn(q.flatten(1), k.flatten(1), v, forward_batch)
         return self.o_proj(out)
 
@@ -69,9 +69,15 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
-    def forward(self, cos_sin, hidden, forward_batch):
-        hidden = hidden + self.self_attn(cos_sin, self.input_layernorm(hidden), forward_batch)
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+    def forward(self, angles, hidden, residual, forward_batch):
+        """The residual stream is carried beside the layer's output; each norm first adds the two."""
+        if residual is None:
+            residual, hidden = hidden, self.input_layernorm(hidden)
+        else:
+            hidden, residual = self.input_layernorm(hidden, residual)
+        hidden = self.self_attn(angles, hidden, forward_batch)
+        hidden, residual = self.post_attention_layernorm(hidden, residual)
+        return self.mlp(hidden), residual
 
 
 class LlamaModel(nn.Module):
@@ -85,10 +91,12 @@ class LlamaModel(nn.Module):
 
     def forward(self, input_ids, positions, forward_batch):
         hidden = self.embed_tokens(input_ids)
-        cos_sin = self.rotary_emb(positions, hidden.dtype)  # by logical position, shared by all layers
+        angles = self.rotary_emb(positions, hidden.dtype)  # by logical position, shared by all layers
+        residual = None
         for layer in self.layers:
-            hidden = layer(cos_sin, hidden, forward_batch)
-        return self.norm(hidden)
+            hidden, residual = layer(angles, hidden, residual, forward_batch)
+        hidden, _ = self.norm(hidden, residual)
+        return hidden
 
 
 class LlamaForCausalLM(nn.Module):

@@ -37,6 +37,18 @@ def test_greedy_batched_extend_then_decode(runner_fp32, chat_prompt_ids, hf_answ
     assert runner_fp32.req_to_token_pool.available_size() == runner_fp32.req_to_token_pool.size
 
 
+def test_greedy_batched_with_torch_ops_only(runner_fp32, bundled_source, model_config, chat_prompt_ids,
+                                            hf_answers):
+    """--cpu-kernels off: the same weights through torch's own ops (SDPA over gathered KV) agree too."""
+    from minisgl.model_executor.model_runner import ModelRunner
+    from minisgl.server_args import ServerArgs
+
+    torch_only = ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", max_total_tokens=4096,
+                                                                      max_running_requests=16, cpu_kernels="off"),
+                             model=runner_fp32.model)
+    assert greedy_generate(torch_only, chat_prompt_ids, NEW_TOKENS) == hf_answers
+
+
 def test_answer_to_capital_question(runner_fp32, chat_prompt_ids, tokenizer, model_config):
     (out,) = greedy_generate(runner_fp32, [chat_prompt_ids[0]], 20, model_config.eos_token_ids)
     assert tokenizer.decode(out, skip_special_tokens=True) == "The capital of China is Beijing."

@@ -1,0 +1,124 @@
+"""The engine's CPU kernels (cpu_kernels.cpp), called with torch tensors.
+
+On a CPU a batch-1 decode step runs hundreds of tiny torch ops (an RMSNorm alone is seven of them), and a
+batched decode spends a third of its time gathering each request's K and V out of the paged pool into a
+padded batch. These kernels do each of those jobs in one pass: RMSNorm (with the residual add fused in),
+rotary embedding in place, SiLU-and-mul, and decode attention that reads the KV slots where they are.
+
+`load()` builds the library on first use (see build.py); `available()` says whether that worked and
+`unavailable_reason()` why not. Kernels take contiguous float32 or bfloat16 CPU tensors (`supports`);
+the layers fall back to their torch code for anything else.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+
+import torch
+
+from minisgl.kernels.build import KernelBuildError, load_library
+
+logger = logging.getLogger(__name__)
+
+_SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16"}
+_lib: ctypes.CDLL | None = None
+_error: str | None = None
+
+_P, _I, _F, _N = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
+_SIGNATURES = {
+    "rms_norm": [_P, _P, _P, _I, _I, _F, _N],
+    "fused_add_rms_norm": [_P, _P, _P, _I, _I, _F, _N],
+    "rotary_embedding": [_P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _N],
+    "silu_and_mul": [_P, _P, _I, _I, _N],
+    "decode_attention": [_P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _F, _N],
+}
+
+
+def load() -> bool:
+    """Build (once per machine) and load the library; False, with the reason kept, where that fails."""
+    global _lib, _error
+    if _lib is None and _error is None:
+        try:
+            lib = load_library()
+            for name, argtypes in _SIGNATURES.items():
+                for suffix in _SUFFIX.values():
+                    fn = getattr(lib, f"{name}_{suffix}")
+                    fn.argtypes, fn.restype = argtypes, None
+            _lib = lib
+        except (KernelBuildError, AttributeError) as e:
+            _error = str(e)
+            logger.warning("CPU kernels unavailable, using torch ops: %s", _error)
+    return _lib is not None
+
+
+def available() -> bool:
+    return _lib is not None
+
+
+def unavailable_reason() -> str | None:
+    return _error
+
+
+def supports(dtype: torch.dtype, device: torch.device | str) -> bool:
+    return torch.device(device).type == "cpu" and dtype in _SUFFIX
+
+
+def _fn(name: str, dtype: torch.dtype):
+    return getattr(_lib, f"{name}_{_SUFFIX[dtype]}")
+
+
+def _rows(x: torch.Tensor) -> int:
+    return x.numel() // x.shape[-1]
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    _fn("rms_norm", x.dtype)(x.data_ptr(), weight.data_ptr(), out.data_ptr(), _rows(x), x.shape[-1], eps,
+                             torch.get_num_threads())
+    return out
+
+
+def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
+    """In place: residual += x, then x = rms_norm(residual). Both must be contiguous."""
+    assert x.is_contiguous() and residual.is_contiguous() and x.shape == residual.shape
+    _fn("fused_add_rms_norm", x.dtype)(x.data_ptr(), residual.data_ptr(), weight.data_ptr(), _rows(x),
+                                       x.shape[-1], eps, torch.get_num_threads())
+
+
+def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_cache: torch.Tensor,
+                     sin_cache: torch.Tensor) -> None:
+    """In place. q: [T, heads, D], k: [T, kv_heads, D], each head contiguous (rows may be strided, as the
+    views of one fused qkv output are); cos/sin caches: float32 [max_position, D]."""
+    head_dim = q.shape[-1]
+    assert q.stride(-1) == 1 and q.stride(-2) == head_dim and k.stride(-1) == 1 and k.stride(-2) == head_dim
+    assert positions.dtype == torch.int64 and positions.is_contiguous() and cos_cache.dtype == torch.float32
+    _fn("rotary_embedding", q.dtype)(positions.data_ptr(), q.data_ptr(), k.data_ptr(), cos_cache.data_ptr(),
+                                     sin_cache.data_ptr(), q.shape[0], q.shape[1], k.shape[1], head_dim,
+                                     q.stride(0), k.stride(0), torch.get_num_threads())
+
+
+def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    gate_up = gate_up.contiguous()
+    inter = gate_up.shape[-1] // 2
+    out = torch.empty((*gate_up.shape[:-1], inter), dtype=gate_up.dtype)
+    _fn("silu_and_mul", gate_up.dtype)(gate_up.data_ptr(), out.data_ptr(), _rows(gate_up), inter,
+                                       torch.get_num_threads())
+    return out
+
+
+def decode_attention(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, req_to_token: torch.Tensor,
+                     req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
+    """q: [B, heads, D] (one row per request); k/v_buffer: one layer's pool, [slots, kv_heads, D].
+    Request b attends to the slots req_to_token[req_pool_indices[b], :seq_lens[b]]. Returns [B, heads, D]."""
+    batch, heads, head_dim = q.shape
+    assert q.stride(-1) == 1 and q.stride(-2) == head_dim and k_buffer.is_contiguous() and v_buffer.is_contiguous()
+    assert req_to_token.dtype == req_pool_indices.dtype == seq_lens.dtype == torch.int64
+    assert req_to_token.is_contiguous() and req_pool_indices.is_contiguous() and seq_lens.is_contiguous()
+    out = torch.empty((batch, heads, head_dim), dtype=q.dtype)
+    _fn("decode_attention", q.dtype)(q.data_ptr(), k_buffer.data_ptr(), v_buffer.data_ptr(), out.data_ptr(),
+                                     req_to_token.data_ptr(), req_pool_indices.data_ptr(), seq_lens.data_ptr(),
+                                     batch, heads, k_buffer.shape[1], head_dim, q.stride(0),
+                                     req_to_token.shape[1], scale, torch.get_num_threads())
+    return out

@@ -1,0 +1,98 @@
+"""Compile cpu_kernels.cpp once per machine and keep the library in a cache folder.
+
+The build takes about a second with g++ (no torch headers: the kernels see raw pointers). The file name
+carries a hash of the source, the compiler's version, the flags and this CPU's feature flags, so an edit,
+a new compiler or another machine gets its own build. Several processes may build at once: each writes
+its own temporary file and renames it into place.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("cpu_kernels.cpp")
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-std=c++17", "-shared", "-fPIC"]
+CACHE_ENV = "MINISGL_KERNEL_CACHE"
+
+
+class KernelBuildError(RuntimeError):
+    """Why the kernels cannot be used here, in one line."""
+
+
+def cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "minisgl" / "kernels"
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _compiler() -> str:
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    if cxx is None:
+        raise KernelBuildError("no C++ compiler found (install g++, or set CXX), so the CPU kernels cannot be built")
+    return cxx
+
+
+def library_path() -> Path:
+    """Where the build for this source, compiler and CPU lives (built there if missing)."""
+    cxx = _compiler()
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise KernelBuildError(f"cannot run the C++ compiler {cxx}: {e}") from None
+    key = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), version.encode(), " ".join(FLAGS).encode(), platform.machine().encode(),
+                 _cpu_flags().encode()):
+        key.update(part)
+    folder = cache_dir()
+    path = folder / f"cpu_kernels-{key.hexdigest()[:16]}.so"
+    if not path.exists():
+        _compile(cxx, folder, path)
+    return path
+
+
+def _compile(cxx: str, folder: Path, path: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise KernelBuildError(f"cannot create the kernel cache folder {folder}: {e} (set {CACHE_ENV})") from None
+    fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=folder)
+    os.close(fd)
+    try:
+        logger.info("building the CPU kernels with %s into %s", cxx, folder)
+        done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["no output"])[0]
+            raise KernelBuildError(f"the CPU kernels failed to compile ({cxx}): {first}")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load_library() -> ctypes.CDLL:
+    path = library_path()
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as e:
+        raise KernelBuildError(f"cannot load the CPU kernels from {path}: {e}") from None

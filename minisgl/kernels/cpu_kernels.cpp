@@ -1,0 +1,228 @@
+// CPU kernels for the engine's hot small ops, one loop nest each. Built at first use by kernels/build.py
+// (g++ -O3 -march=native -fopenmp), called through ctypes with raw pointers by kernels/__init__.py.
+//
+// Every kernel computes in float32 and stores in the tensor's dtype: float32, or bfloat16 (kept as
+// uint16_t; converted with round-to-nearest-even, as torch does). Sizes and strides come in elements.
+//
+//   rms_norm            out = weight * round(x / sqrt(mean(x^2) + eps))            (one row per token)
+//   fused_add_rms_norm  residual = round(x + residual); x = weight * round(norm(residual))   in place
+//   rotary_embedding    q and k rotated in place by each row's logical position (neox halves)
+//   silu_and_mul        out = silu(gate) * up, from one [T, 2I] gate_up row
+//   decode_attention    one query row per request against its history in the paged KV pool, read
+//                       in place through req_to_token: no gather, no padding
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+inline float to_float(float x) { return x; }
+inline float to_float(uint16_t x) {
+  uint32_t u = static_cast<uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <typename T> T from_float(float f);
+template <> inline float from_float<float>(float f) { return f; }
+template <> inline uint16_t from_float<uint16_t>(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;  // round to nearest, ties to even
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : rounded);  // NaN stays NaN
+}
+
+// e^x in float32 to about 2 ulp, written so the compiler can vectorize it (a call to expf cannot be,
+// unless -ffast-math, which would also loosen every other float operation here): x = n*ln2 + r with
+// |r| <= ln2/2, e^r by its Taylor polynomial to r^7, and 2^n put straight into the exponent bits.
+inline float exp_approx(float x) {
+  x = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
+  float n = std::nearbyint(x * 1.44269504f);
+  float r = x - n * 0.693145752f - n * 1.42860677e-6f;  // ln2 split in two for an exact n*ln2_hi
+  float p = 1.f / 5040;
+  p = p * r + 1.f / 720;
+  p = p * r + 1.f / 120;
+  p = p * r + 1.f / 24;
+  p = p * r + 1.f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.f;
+  p = p * r + 1.f;
+  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return p * scale;
+}
+
+// weight * round(x * inv_rms): the rounding to T before the weight multiply is the reference's
+template <typename T>
+void norm_row(const T* x, const T* weight, T* out, int64_t hidden, float eps) {
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < hidden; ++i) {
+    float v = to_float(x[i]);
+    sum += v * v;
+  }
+  float inv_rms = 1.f / std::sqrt(sum / static_cast<float>(hidden) + eps);
+  for (int64_t i = 0; i < hidden; ++i) {
+    float normed = to_float(from_float<T>(to_float(x[i]) * inv_rms));
+    out[i] = from_float<T>(to_float(weight[i]) * normed);
+  }
+}
+
+template <typename T>
+void rms_norm(const T* x, const T* weight, T* out, int64_t rows, int64_t hidden, float eps, int threads) {
+#pragma omp parallel for num_threads(threads) if (rows >= 16)
+  for (int64_t r = 0; r < rows; ++r) norm_row(x + r * hidden, weight, out + r * hidden, hidden, eps);
+}
+
+template <typename T>
+void fused_add_rms_norm(T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps,
+                        int threads) {
+#pragma omp parallel for num_threads(threads) if (rows >= 16)
+  for (int64_t r = 0; r < rows; ++r) {
+    T* xr = x + r * hidden;
+    T* res = residual + r * hidden;
+    for (int64_t i = 0; i < hidden; ++i) res[i] = from_float<T>(to_float(xr[i]) + to_float(res[i]));
+    norm_row(res, weight, xr, hidden, eps);
+  }
+}
+
+// x[:half] and x[half:] are the two halves rotated together (the Llama / neox layout)
+template <typename T>
+void rotate_row(T* x, const float* cos, const float* sin, int64_t half) {
+  for (int64_t i = 0; i < half; ++i) {
+    float a = to_float(x[i]), b = to_float(x[i + half]);
+    x[i] = from_float<T>(a * cos[i] - b * sin[i]);
+    x[i + half] = from_float<T>(b * cos[i + half] + a * sin[i + half]);
+  }
+}
+
+template <typename T>
+void rotary_embedding(const int64_t* positions, T* q, T* k, const float* cos_cache, const float* sin_cache,
+                      int64_t rows, int64_t q_heads, int64_t k_heads, int64_t head_dim, int64_t q_row_stride,
+                      int64_t k_row_stride, int threads) {
+  const int64_t half = head_dim / 2;
+#pragma omp parallel for num_threads(threads) if (rows >= 16)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* cos = cos_cache + positions[r] * head_dim;
+    const float* sin = sin_cache + positions[r] * head_dim;
+    for (int64_t h = 0; h < q_heads; ++h) rotate_row(q + r * q_row_stride + h * head_dim, cos, sin, half);
+    for (int64_t h = 0; h < k_heads; ++h) rotate_row(k + r * k_row_stride + h * head_dim, cos, sin, half);
+  }
+}
+
+template <typename T>
+void silu_and_mul(const T* gate_up, T* out, int64_t rows, int64_t inter, int threads) {
+#pragma omp parallel for num_threads(threads) if (rows >= 4)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* gate = gate_up + r * 2 * inter;
+    const T* up = gate + inter;
+    T* o = out + r * inter;
+#pragma omp simd
+    for (int64_t i = 0; i < inter; ++i) {
+      float g = to_float(gate[i]);
+      float silu = to_float(from_float<T>(g / (1.f + exp_approx(-g))));  // rounded like the reference's F.silu
+      o[i] = from_float<T>(silu * to_float(up[i]));
+    }
+  }
+}
+
+// One work item: request b, KV head g, and the `group` query heads that share that KV head.
+// Over the request's slots: scores q.k, then each head's softmax, then the weighted sum of V.
+template <typename T>
+void decode_attention(const T* q, const T* k_buffer, const T* v_buffer, T* out, const int64_t* req_to_token,
+                      const int64_t* req_pool_indices, const int64_t* seq_lens, int64_t batch, int64_t q_heads,
+                      int64_t kv_heads, int64_t head_dim, int64_t q_row_stride, int64_t max_context,
+                      float scale, int threads) {
+  const int64_t group = q_heads / kv_heads;
+  const int64_t kv_row = kv_heads * head_dim;  // elements per slot in one layer's K (or V) buffer
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<float> qf(group * head_dim), acc(group * head_dim), inv_sum(group), scores;
+#pragma omp for schedule(dynamic)
+    for (int64_t item = 0; item < batch * kv_heads; ++item) {
+      const int64_t b = item / kv_heads, g = item % kv_heads;
+      const int64_t len = seq_lens[b];
+      const int64_t* slots = req_to_token + req_pool_indices[b] * max_context;
+      scores.resize(group * len);
+      for (int64_t j = 0; j < group; ++j)
+        for (int64_t d = 0; d < head_dim; ++d)
+          qf[j * head_dim + d] = to_float(q[b * q_row_stride + (g * group + j) * head_dim + d]) * scale;
+      for (int64_t t = 0; t < len; ++t) {
+        const T* kt = k_buffer + slots[t] * kv_row + g * head_dim;
+        for (int64_t j = 0; j < group; ++j) {
+          const float* qj = qf.data() + j * head_dim;
+          float s = 0.f;
+#pragma omp simd reduction(+ : s)
+          for (int64_t d = 0; d < head_dim; ++d) s += qj[d] * to_float(kt[d]);
+          scores[j * len + t] = s;
+        }
+      }
+      for (int64_t j = 0; j < group; ++j) {  // softmax of each head's row of scores
+        float* row = scores.data() + j * len;
+        float row_max = -INFINITY, row_sum = 0.f;
+        for (int64_t t = 0; t < len; ++t) row_max = row[t] > row_max ? row[t] : row_max;
+#pragma omp simd reduction(+ : row_sum)
+        for (int64_t t = 0; t < len; ++t) {
+          row[t] = exp_approx(row[t] - row_max);
+          row_sum += row[t];
+        }
+        inv_sum[j] = 1.f / row_sum;
+      }
+      std::fill(acc.begin(), acc.end(), 0.f);
+      for (int64_t t = 0; t < len; ++t) {
+        const T* vt = v_buffer + slots[t] * kv_row + g * head_dim;
+        for (int64_t j = 0; j < group; ++j) {
+          const float p = scores[j * len + t];
+          float* a = acc.data() + j * head_dim;
+#pragma omp simd
+          for (int64_t d = 0; d < head_dim; ++d) a[d] += p * to_float(vt[d]);
+        }
+      }
+      for (int64_t j = 0; j < group; ++j) {
+        T* o = out + b * q_heads * head_dim + (g * group + j) * head_dim;
+        for (int64_t d = 0; d < head_dim; ++d) o[d] = from_float<T>(acc[j * head_dim + d] * inv_sum[j]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---- C entry points: one per kernel and dtype (f32, bf16) -------------------------------------------
+#define EXPORT_BOTH(NAME, PARAMS_F32, PARAMS_BF16, ARGS)     \
+  extern "C" void NAME##_f32 PARAMS_F32 { NAME<float> ARGS; } \
+  extern "C" void NAME##_bf16 PARAMS_BF16 { NAME<uint16_t> ARGS; }
+
+#define P(T)                                                                                                  \
+  (const T* x, const T* weight, T* out, int64_t rows, int64_t hidden, float eps, int threads)
+EXPORT_BOTH(rms_norm, P(float), P(uint16_t), (x, weight, out, rows, hidden, eps, threads))
+#undef P
+
+#define P(T) (T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps, int threads)
+EXPORT_BOTH(fused_add_rms_norm, P(float), P(uint16_t), (x, residual, weight, rows, hidden, eps, threads))
+#undef P
+
+#define P(T)                                                                                              \
+  (const int64_t* positions, T* q, T* k, const float* cos_cache, const float* sin_cache, int64_t rows, \
+   int64_t q_heads, int64_t k_heads, int64_t head_dim, int64_t q_row_stride, int64_t k_row_stride, int threads)
+EXPORT_BOTH(rotary_embedding, P(float), P(uint16_t),
+            (positions, q, k, cos_cache, sin_cache, rows, q_heads, k_heads, head_dim, q_row_stride, k_row_stride,
+             threads))
+#undef P
+
+#define P(T) (const T* gate_up, T* out, int64_t rows, int64_t inter, int threads)
+EXPORT_BOTH(silu_and_mul, P(float), P(uint16_t), (gate_up, out, rows, inter, threads))
+#undef P
+
+#define P(T)                                                                                                \
+  (const T* q, const T* k_buffer, const T* v_buffer, T* out, const int64_t* req_to_token,                \
+   const int64_t* req_pool_indices, const int64_t* seq_lens, int64_t batch, int64_t q_heads, int64_t kv_heads, \
+   int64_t head_dim, int64_t q_row_stride, int64_t max_context, float scale, int threads)
+EXPORT_BOTH(decode_attention, P(float), P(uint16_t),
+            (q, k_buffer, v_buffer, out, req_to_token, req_pool_indices, seq_lens, batch, q_heads, kv_heads,
+             head_dim, q_row_stride, max_context, scale, threads))
+#undef P

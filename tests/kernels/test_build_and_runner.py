@@ -1,0 +1,86 @@
+"""Building the kernels (cache, clear errors) and choosing them in the ModelRunner (--cpu-kernels)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisgl.kernels import build
+from minisgl.layers.attention.cpu_paged_backend import CpuPagedAttnBackend
+from minisgl.layers.attention.torch_native_backend import TorchNativeAttnBackend
+from minisgl.layers.layernorm import RMSNorm
+from minisgl.model_executor.model_runner import ModelRunner
+from minisgl.server_args import ServerArgs
+
+
+def test_built_once_then_taken_from_the_cache(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path))
+    path = build.library_path()
+    assert path.parent == tmp_path and path.name.startswith("cpu_kernels-") and path.suffix == ".so"
+    built_at = path.stat().st_mtime_ns
+    assert build.library_path() == path and path.stat().st_mtime_ns == built_at
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
+
+
+def test_no_compiler_is_one_clear_line(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv("CXX", "no-such-compiler-here")
+    with pytest.raises(build.KernelBuildError, match="no C\\+\\+ compiler found"):
+        build.library_path()
+
+
+def test_a_compile_error_names_the_compiler_and_its_first_line(tmp_path: Path, monkeypatch):
+    broken = tmp_path / "broken.cpp"
+    broken.write_text("this is not C++;\n")
+    monkeypatch.setattr(build, "SOURCE", broken)
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+    with pytest.raises(build.KernelBuildError, match="failed to compile .*broken.cpp"):
+        build.library_path()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # the failed output is removed
+
+
+def test_without_a_compiler_auto_falls_back_to_torch(tmp_path: Path):
+    code = ("from minisgl import kernels; ok = kernels.load(); "
+            "print(ok); print(kernels.unavailable_reason())")
+    env = {**os.environ, "CXX": "no-such-compiler-here", build.CACHE_ENV: str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "False"
+    assert "no C++ compiler found" in out.stdout
+
+
+@pytest.mark.slow
+def test_runner_modes(bundled_source, model_config, runner_fp32):
+    assert runner_fp32.use_cpu_kernels and isinstance(runner_fp32.attn_backend, CpuPagedAttnBackend)
+    off = ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", max_total_tokens=64,
+                                                               max_running_requests=2, cpu_kernels="off"),
+                      model=runner_fp32.model)
+    assert not off.use_cpu_kernels and type(off.attn_backend) is TorchNativeAttnBackend
+    with pytest.raises(RuntimeError, match="--cpu-kernels on needs --device cpu and float32 or bfloat16, "
+                                           "not cpu float16"):
+        ModelRunner(model_config, bundled_source, ServerArgs(dtype="float16", max_total_tokens=64,
+                                                             max_running_requests=2, cpu_kernels="on"))
+
+
+@pytest.mark.slow
+def test_a_shared_model_follows_the_runner_that_runs_it(bundled_source, model_config, runner_fp32,
+                                                        chat_prompt_ids):
+    from minisgl.model_executor.static_generate import greedy_generate
+
+    off = ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", max_total_tokens=512,
+                                                               max_running_requests=4, cpu_kernels="off"),
+                      model=runner_fp32.model)
+    norms = [m for m in runner_fp32.model.modules() if isinstance(m, RMSNorm)]
+    greedy_generate(off, [chat_prompt_ids[0]], 2)
+    assert not any(m.use_kernel for m in norms)
+    greedy_generate(runner_fp32, [chat_prompt_ids[0]], 2)
+    assert all(m.use_kernel for m in norms)
+
+
+def test_bad_flag_value_is_refused():
+    with pytest.raises(ValueError, match="--cpu-kernels must be auto, on or off"):
+        ServerArgs(cpu_kernels="maybe").validate()

@@ -1,0 +1,144 @@
+"""The CPU kernels against the torch code they replace, on random inputs of the model's shapes.
+
+bfloat16 RMSNorm and SiLU-and-mul round exactly where the torch code rounds, so they must be bit-identical.
+Rotary and attention compute in float32 and round once at the end, where the torch code rounds after
+every step: they are checked against float32 references, to float32 rounding, or to one bfloat16 step.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minisgl import kernels
+from minisgl.layers.rotary_embedding import RotaryEmbedding, _rotate_half
+
+DTYPES = [torch.float32, torch.bfloat16]
+HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER = 576, 9, 3, 64, 1536  # SmolLM2-135M
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    assert kernels.load(), kernels.unavailable_reason()
+
+
+def close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype) -> None:
+    if dtype == torch.float32:
+        torch.testing.assert_close(got, want, rtol=2e-6, atol=2e-6)
+    else:  # one bfloat16 step of the larger value
+        step = want.float().abs().clamp(min=1.0) * 2**-7
+        assert ((got.float() - want.float()).abs() <= step).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 7, 64])
+def test_rms_norm(dtype, rows):
+    g = torch.Generator().manual_seed(rows)
+    x = (torch.randn(rows, HIDDEN, generator=g) * 3).to(dtype)
+    weight = torch.randn(HIDDEN, generator=g).to(dtype)
+    want = weight * F.rms_norm(x.float(), (HIDDEN,), eps=1e-5).to(dtype)
+    got = kernels.rms_norm(x, weight, 1e-5)
+    if dtype == torch.bfloat16:
+        assert torch.equal(got, want)
+    else:
+        close(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 33])
+def test_fused_add_rms_norm_updates_both_in_place(dtype, rows):
+    g = torch.Generator().manual_seed(100 + rows)
+    x, residual = (torch.randn(rows, HIDDEN, generator=g).to(dtype) for _ in range(2))
+    weight = torch.randn(HIDDEN, generator=g).to(dtype)
+    want_residual = x + residual
+    want = weight * F.rms_norm(want_residual.float(), (HIDDEN,), eps=1e-6).to(dtype)
+    kernels.fused_add_rms_norm(x, residual, weight, 1e-6)
+    assert torch.equal(residual, want_residual)
+    if dtype == torch.bfloat16:
+        assert torch.equal(x, want)
+    else:
+        close(x, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_silu_and_mul(dtype):
+    g = torch.Generator().manual_seed(7)
+    gate_up = (torch.randn(5, 2 * INTER, generator=g) * 4).to(dtype)
+    gate, up = gate_up.chunk(2, dim=-1)
+    want = F.silu(gate) * up
+    got = kernels.silu_and_mul(gate_up)
+    if dtype == torch.bfloat16:
+        assert torch.equal(got, want)
+    else:
+        close(got, want, dtype)
+
+
+def test_silu_extremes_stay_finite():
+    gate_up = torch.tensor([[-200.0, -20.0, 0.0, 20.0, 200.0, 1.0, 1.0, 1.0, 1.0, 1.0]])
+    got = kernels.silu_and_mul(gate_up)
+    want = F.silu(gate_up[:, :5])
+    torch.testing.assert_close(got, want, rtol=2e-6, atol=1e-30)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rotary_embedding_in_place_on_views_of_one_qkv(dtype):
+    rope = RotaryEmbedding(HEAD_DIM, 4096, 100000.0)
+    positions = torch.tensor([0, 1, 5, 63, 64, 1000, 4095])
+    g = torch.Generator().manual_seed(3)
+    qkv = torch.randn(len(positions), (HEADS + 2 * KV_HEADS) * HEAD_DIM, generator=g).to(dtype)
+    q, k, v = qkv.split([HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM], dim=-1)
+    q, k = q.reshape(-1, HEADS, HEAD_DIM), k.reshape(-1, KV_HEADS, HEAD_DIM)
+    v_before = v.clone()
+    # the kernel's definition: float32 arithmetic on the stored values, float32 angles, one rounding
+    cos, sin = rope.cos_cache[positions].unsqueeze(1), rope.sin_cache[positions].unsqueeze(1)
+    want_q = (q.float() * cos + _rotate_half(q.float()) * sin).to(dtype)
+    want_k = (k.float() * cos + _rotate_half(k.float()) * sin).to(dtype)
+    kernels.rotary_embedding(positions, q, k, rope.cos_cache, rope.sin_cache)
+    close(q, want_q, dtype)
+    close(k, want_k, dtype)
+    assert torch.equal(v, v_before)  # the neighbouring columns of the fused output are untouched
+
+
+def _paged_case(dtype, seq_lens, slots=700, seed=0):
+    """A KV pool with requests scattered over random slots, as after many allocs and frees."""
+    g = torch.Generator().manual_seed(seed)
+    k_buf = torch.randn(slots, KV_HEADS, HEAD_DIM, generator=g).to(dtype)
+    v_buf = torch.randn(slots, KV_HEADS, HEAD_DIM, generator=g).to(dtype)
+    req_to_token = torch.zeros(12, 512, dtype=torch.int64)
+    req_pool_indices = torch.randperm(12, generator=g)[: len(seq_lens)]
+    for row, n in zip(req_pool_indices.tolist(), seq_lens):
+        req_to_token[row, :n] = torch.randperm(slots, generator=g)[:n]
+    q = torch.randn(len(seq_lens), HEADS, HEAD_DIM, generator=g).to(dtype)
+    return q, k_buf, v_buf, req_to_token, req_pool_indices, torch.tensor(seq_lens, dtype=torch.int64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("seq_lens", [[1], [65], [1, 2, 300, 17, 511]])
+def test_decode_attention_reads_slots_in_place(dtype, seq_lens):
+    q, k_buf, v_buf, req_to_token, req_pool_indices, lens = _paged_case(dtype, seq_lens)
+    got = kernels.decode_attention(q, k_buf, v_buf, req_to_token, req_pool_indices, lens, HEAD_DIM**-0.5)
+    for b, (row, n) in enumerate(zip(req_pool_indices.tolist(), seq_lens)):
+        slots = req_to_token[row, :n]
+        k = k_buf[slots].transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, dim=0).float()
+        v = v_buf[slots].transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, dim=0).float()
+        want = F.scaled_dot_product_attention(q[b].float().unsqueeze(1), k, v, scale=HEAD_DIM**-0.5).squeeze(1)
+        close(got[b], want.to(dtype), dtype)
+
+
+def test_decode_attention_large_scores_do_not_overflow():
+    """Scores far above exp's range: the softmax subtracts each row's max first."""
+    q, k_buf, v_buf, req_to_token, req_pool_indices, lens = _paged_case(torch.float32, [40], seed=5)
+    got = kernels.decode_attention(q * 300, k_buf, v_buf, req_to_token, req_pool_indices, lens, 1.0)
+    slots = req_to_token[req_pool_indices[0], :40]
+    k = k_buf[slots].transpose(0, 1).repeat_interleave(3, dim=0)
+    v = v_buf[slots].transpose(0, 1).repeat_interleave(3, dim=0)
+    want = F.scaled_dot_product_attention((q[0] * 300).unsqueeze(1), k, v, scale=1.0).squeeze(1)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_supports_only_cpu_float32_and_bfloat16():
+    assert kernels.supports(torch.float32, "cpu") and kernels.supports(torch.bfloat16, "cpu")
+    assert not kernels.supports(torch.float16, "cpu")
+    assert not kernels.supports(torch.bfloat16, "meta")
