@@ -130,62 +130,85 @@ void silu_and_mul(const T* gate_up, T* out, int64_t rows, int64_t inter, int thr
   }
 }
 
-// One work item: request b, KV head g, and the `group` query heads that share that KV head.
-// Over the request's slots: scores q.k, then each head's softmax, then the weighted sum of V.
+// A request's slots are scattered over the pool (each decode round takes one new slot per request), so
+// the hardware prefetcher cannot guess the next row: ask for the row kAhead slots on while this one is used.
+constexpr int64_t kAhead = 8;
+template <typename T>
+inline void prefetch_row(const T* row, int64_t n) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t off = 0; off < n * static_cast<int64_t>(sizeof(T)); off += 64) __builtin_prefetch(p + off);
+}
+
+// One request's query row (all heads) against the K/V rows of its slots, read in the order the request
+// holds them: each slot's row (every KV head) is read once, front to back, so the memory streams.
+// Scores q.k, then each head's softmax, then the weighted sum of V. Query head h reads KV head h / group.
+// D is the head size when it is known at compile time (64, 128: the loops over it unroll into registers),
+// or 0 for any other size.
+template <typename T, int D>
+void attend(const T* q, const T* k_buffer, const T* v_buffer, T* out, const int64_t* slots, int64_t len,
+            int64_t q_heads, int64_t kv_heads, int64_t head_dim_rt, float scale, float* qf, float* row, float* acc,
+            float* scores) {
+  const int64_t head_dim = D ? D : head_dim_rt, group = q_heads / kv_heads, kv_row = kv_heads * head_dim;
+  int64_t kv_of[256];  // where query head h's KV head starts in a row (no division in the loops below)
+  for (int64_t h = 0; h < q_heads; ++h) kv_of[h] = (h / group) * head_dim;
+  for (int64_t i = 0; i < q_heads * head_dim; ++i) qf[i] = to_float(q[i]) * scale;
+  for (int64_t t = 0; t < len; ++t) {  // K row of slot t, converted once, shared by each group's heads
+    if (t + kAhead < len) prefetch_row(k_buffer + slots[t + kAhead] * kv_row, kv_row);
+    const T* kt = k_buffer + slots[t] * kv_row;
+#pragma omp simd
+    for (int64_t i = 0; i < kv_row; ++i) row[i] = to_float(kt[i]);
+    for (int64_t h = 0; h < q_heads; ++h) {
+      const float* qh = qf + h * head_dim;
+      const float* kh = row + kv_of[h];
+      float s = 0.f;
+#pragma omp simd reduction(+ : s)
+      for (int64_t d = 0; d < head_dim; ++d) s += qh[d] * kh[d];
+      scores[h * len + t] = s;
+    }
+  }
+  for (int64_t h = 0; h < q_heads; ++h) {  // softmax of each head's scores
+    float* sh = scores + h * len;
+    float top = -INFINITY, sum = 0.f;
+    for (int64_t t = 0; t < len; ++t) top = sh[t] > top ? sh[t] : top;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t t = 0; t < len; ++t) {
+      sh[t] = exp_approx(sh[t] - top);
+      sum += sh[t];
+    }
+    for (int64_t t = 0; t < len; ++t) sh[t] /= sum;
+  }
+  for (int64_t i = 0; i < q_heads * head_dim; ++i) acc[i] = 0.f;
+  for (int64_t t = 0; t < len; ++t) {
+    if (t + kAhead < len) prefetch_row(v_buffer + slots[t + kAhead] * kv_row, kv_row);
+    const T* vt = v_buffer + slots[t] * kv_row;
+#pragma omp simd
+    for (int64_t i = 0; i < kv_row; ++i) row[i] = to_float(vt[i]);
+    for (int64_t h = 0; h < q_heads; ++h) {
+      const float p = scores[h * len + t];
+      const float* vh = row + kv_of[h];
+      float* a = acc + h * head_dim;
+#pragma omp simd
+      for (int64_t d = 0; d < head_dim; ++d) a[d] += p * vh[d];
+    }
+  }
+  for (int64_t i = 0; i < q_heads * head_dim; ++i) out[i] = from_float<T>(acc[i]);
+}
+
 template <typename T>
 void decode_attention(const T* q, const T* k_buffer, const T* v_buffer, T* out, const int64_t* req_to_token,
                       const int64_t* req_pool_indices, const int64_t* seq_lens, int64_t batch, int64_t q_heads,
                       int64_t kv_heads, int64_t head_dim, int64_t q_row_stride, int64_t max_context,
                       float scale, int threads) {
-  const int64_t group = q_heads / kv_heads;
-  const int64_t kv_row = kv_heads * head_dim;  // elements per slot in one layer's K (or V) buffer
+  auto* one = head_dim == 64 ? attend<T, 64> : head_dim == 128 ? attend<T, 128> : attend<T, 0>;
 #pragma omp parallel num_threads(threads)
   {
-    std::vector<float> qf(group * head_dim), acc(group * head_dim), inv_sum(group), scores;
+    std::vector<float> qf(q_heads * head_dim), row(kv_heads * head_dim), acc(q_heads * head_dim), scores;
 #pragma omp for schedule(dynamic)
-    for (int64_t item = 0; item < batch * kv_heads; ++item) {
-      const int64_t b = item / kv_heads, g = item % kv_heads;
-      const int64_t len = seq_lens[b];
-      const int64_t* slots = req_to_token + req_pool_indices[b] * max_context;
-      scores.resize(group * len);
-      for (int64_t j = 0; j < group; ++j)
-        for (int64_t d = 0; d < head_dim; ++d)
-          qf[j * head_dim + d] = to_float(q[b * q_row_stride + (g * group + j) * head_dim + d]) * scale;
-      for (int64_t t = 0; t < len; ++t) {
-        const T* kt = k_buffer + slots[t] * kv_row + g * head_dim;
-        for (int64_t j = 0; j < group; ++j) {
-          const float* qj = qf.data() + j * head_dim;
-          float s = 0.f;
-#pragma omp simd reduction(+ : s)
-          for (int64_t d = 0; d < head_dim; ++d) s += qj[d] * to_float(kt[d]);
-          scores[j * len + t] = s;
-        }
-      }
-      for (int64_t j = 0; j < group; ++j) {  // softmax of each head's row of scores
-        float* row = scores.data() + j * len;
-        float row_max = -INFINITY, row_sum = 0.f;
-        for (int64_t t = 0; t < len; ++t) row_max = row[t] > row_max ? row[t] : row_max;
-#pragma omp simd reduction(+ : row_sum)
-        for (int64_t t = 0; t < len; ++t) {
-          row[t] = exp_approx(row[t] - row_max);
-          row_sum += row[t];
-        }
-        inv_sum[j] = 1.f / row_sum;
-      }
-      std::fill(acc.begin(), acc.end(), 0.f);
-      for (int64_t t = 0; t < len; ++t) {
-        const T* vt = v_buffer + slots[t] * kv_row + g * head_dim;
-        for (int64_t j = 0; j < group; ++j) {
-          const float p = scores[j * len + t];
-          float* a = acc.data() + j * head_dim;
-#pragma omp simd
-          for (int64_t d = 0; d < head_dim; ++d) a[d] += p * to_float(vt[d]);
-        }
-      }
-      for (int64_t j = 0; j < group; ++j) {
-        T* o = out + b * q_heads * head_dim + (g * group + j) * head_dim;
-        for (int64_t d = 0; d < head_dim; ++d) o[d] = from_float<T>(acc[j * head_dim + d] * inv_sum[j]);
-      }
+    for (int64_t b = 0; b < batch; ++b) {
+      scores.resize(q_heads * seq_lens[b]);
+      one(q + b * q_row_stride, k_buffer, v_buffer, out + b * q_heads * head_dim,
+          req_to_token + req_pool_indices[b] * max_context, seq_lens[b], q_heads, kv_heads, head_dim, scale,
+          qf.data(), row.data(), acc.data(), scores.data());
     }
   }
 }
