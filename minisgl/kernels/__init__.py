@@ -3,7 +3,8 @@
 On a CPU a batch-1 decode step runs hundreds of tiny torch ops (an RMSNorm alone is seven of them), and a
 batched decode spends a third of its time gathering each request's K and V out of the paged pool into a
 padded batch. These kernels do each of those jobs in one pass: RMSNorm (with the residual add fused in),
-rotary embedding in place, SiLU-and-mul, and decode attention that reads the KV slots where they are.
+rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots where they are, and
+greedy sampling (argmax and its log-probability in one pass over the logits).
 
 `load()` builds the library on first use (see build.py); `available()` says whether that worked and
 `unavailable_reason()` why not. Kernels take contiguous float32 or bfloat16 CPU tensors (`supports`);
@@ -45,6 +46,7 @@ def load() -> bool:
                 for suffix in _SUFFIX.values():
                     fn = getattr(lib, f"{name}_{suffix}")
                     fn.argtypes, fn.restype = argtypes, None
+            lib.greedy_sample_f32.argtypes, lib.greedy_sample_f32.restype = [_P, _P, _P, _I, _I, _N], None
             _lib = lib
         except (KernelBuildError, AttributeError) as e:
             _error = str(e)
@@ -122,3 +124,14 @@ def decode_attention(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Te
                                      batch, heads, k_buffer.shape[1], head_dim, q.stride(0),
                                      req_to_token.shape[1], scale, torch.get_num_threads())
     return out
+
+
+def greedy_sample(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits: float32 [B, vocab] -> (argmax int64 [B], its log-probability float32 [B])."""
+    logits = logits.contiguous()
+    assert logits.dtype == torch.float32 and logits.dim() == 2
+    ids = torch.empty(logits.shape[0], dtype=torch.int64)
+    logprobs = torch.empty(logits.shape[0], dtype=torch.float32)
+    _lib.greedy_sample_f32(logits.data_ptr(), ids.data_ptr(), logprobs.data_ptr(), logits.shape[0],
+                           logits.shape[1], torch.get_num_threads())
+    return ids, logprobs

@@ -7,6 +7,7 @@ import hashlib
 import torch
 from torch import nn
 
+from minisgl import kernels
 from minisgl.sampling.sampling_params import SamplingParams
 
 _MIN_TEMPERATURE = 1e-5
@@ -19,7 +20,11 @@ def _step_seed(seed: int, step: int) -> int:
 
 
 class Sampler(nn.Module):
-    """Greedy rows share one batched argmax; the rest go temperature -> top-k -> top-p -> min-p -> draw."""
+    """Greedy rows share one batched argmax; the rest go temperature -> top-k -> top-p -> min-p -> draw.
+    With `use_kernel` (set by the worker when the model runs the CPU kernels) an all-greedy batch is one
+    kernel call: argmax and log-probability in one pass over each row."""
+
+    use_kernel = False
 
     def __init__(self, random_seed: int = 0):
         super().__init__()
@@ -40,6 +45,8 @@ class Sampler(nn.Module):
                 f"and {len(output_lens)} output_lens"
             )
         logits = logits.float()
+        if self.use_kernel and logits.device.type == "cpu" and all(p.is_greedy for p in sampling_params):
+            return kernels.greedy_sample(logits)
         # max(dim).indices is argmax (first index on ties) but about 2.5x faster on the CPU
         next_token_ids = logits.max(dim=-1).indices
         rows = [i for i, p in enumerate(sampling_params) if not p.is_greedy]

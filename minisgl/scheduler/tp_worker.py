@@ -29,6 +29,7 @@ class TpModelWorker:
     def __init__(self, model_runner: ModelRunner, random_seed: int = 0):
         self.model_runner = model_runner
         self.sampler = Sampler(random_seed=random_seed)
+        self.sampler.use_kernel = model_runner.use_cpu_kernels
 
     def forward_batch_generation(self, batch: ScheduleBatch) -> GenerationBatchResult:
         forward_batch = ForwardBatch.init_new(batch, self.model_runner)

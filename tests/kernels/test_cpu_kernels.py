@@ -142,3 +142,32 @@ def test_supports_only_cpu_float32_and_bfloat16():
     assert kernels.supports(torch.float32, "cpu") and kernels.supports(torch.bfloat16, "cpu")
     assert not kernels.supports(torch.float16, "cpu")
     assert not kernels.supports(torch.bfloat16, "meta")
+
+
+@pytest.mark.parametrize("vocab", [1, 15, 37, 49152])
+def test_greedy_sample_is_argmax_first_on_ties_with_its_logprob(vocab):
+    g = torch.Generator().manual_seed(vocab)
+    logits = torch.randn(6, vocab, generator=g) * 5
+    logits[1] = 0.0  # all tied: index 0
+    if vocab > 20:
+        logits[2, 3] = logits[2, 19] = logits[2].max() + 1  # a tie within the first lanes
+        logits[3, -1] = 1e4  # the last column, past any whole vector
+        logits[4, vocab // 2] = logits[4, vocab - 2] = logits[4].max() + 1
+    ids, logprobs = kernels.greedy_sample(logits)
+    assert torch.equal(ids, logits.max(dim=-1).indices)
+    want = torch.log_softmax(logits, dim=-1).gather(1, ids.unsqueeze(1)).squeeze(1)
+    torch.testing.assert_close(logprobs, want, rtol=1e-5, atol=1e-5)
+
+
+def test_sampler_kernel_path_equals_torch_path_for_greedy_batches():
+    from minisgl.layers.sampler import Sampler
+    from minisgl.sampling.sampling_params import SamplingParams
+
+    logits = torch.randn(9, 49152, generator=torch.Generator().manual_seed(1)) * 3
+    params = [SamplingParams(temperature=0.0)] * 9
+    torch_ids, torch_logprobs = Sampler()(logits, params, [0] * 9)
+    fast = Sampler()
+    fast.use_kernel = True
+    ids, logprobs = fast(logits, params, [0] * 9)
+    assert torch.equal(ids, torch_ids)
+    torch.testing.assert_close(logprobs, torch_logprobs, rtol=1e-5, atol=1e-5)
