@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 _SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16"}
 _lib: ctypes.CDLL | None = None
 _error: str | None = None
+_fns: dict[tuple[str, torch.dtype], ctypes._CFuncPtr] = {}  # (kernel, dtype) -> its C function
 
 _P, _I, _F, _N = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 _SIGNATURES = {
@@ -43,9 +44,10 @@ def load() -> bool:
         try:
             lib = load_library()
             for name, argtypes in _SIGNATURES.items():
-                for suffix in _SUFFIX.values():
+                for dtype, suffix in _SUFFIX.items():
                     fn = getattr(lib, f"{name}_{suffix}")
                     fn.argtypes, fn.restype = argtypes, None
+                    _fns[name, dtype] = fn
             lib.greedy_sample_f32.argtypes, lib.greedy_sample_f32.restype = [_P, _P, _P, _I, _I, _N], None
             _lib = lib
         except (KernelBuildError, AttributeError) as e:
@@ -67,7 +69,7 @@ def supports(dtype: torch.dtype, device: torch.device | str) -> bool:
 
 
 def _fn(name: str, dtype: torch.dtype):
-    return getattr(_lib, f"{name}_{_SUFFIX[dtype]}")
+    return _fns[name, dtype]
 
 
 def _rows(x: torch.Tensor) -> int:

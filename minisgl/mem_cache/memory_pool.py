@@ -123,8 +123,8 @@ class TokenToKVPool:
 
     # ---- K/V access ------------------------------------------------------------------------------
     def set_kv_buffer(self, layer_id: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        self.k_buffer[layer_id][loc] = k.to(self.dtype)
-        self.v_buffer[layer_id][loc] = v.to(self.dtype)
+        self.k_buffer[layer_id].index_copy_(0, loc, k.to(self.dtype))  # row i of k goes to slot loc[i]
+        self.v_buffer[layer_id].index_copy_(0, loc, v.to(self.dtype))
 
     def get_kv_buffer(self, layer_id: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k_buffer[layer_id], self.v_buffer[layer_id]
