@@ -102,13 +102,24 @@ void fused_add_rms_norm(T* x, T* residual, const T* weight, int64_t rows, int64_
   }
 }
 
-// x[:half] and x[half:] are the two halves rotated together (the Llama / neox layout)
+// x rounded to T and back: where the reference computes in T, each of its steps rounds like this
 template <typename T>
-void rotate_row(T* x, const float* cos, const float* sin, int64_t half) {
+inline float round_to(float x) {
+  return to_float(from_float<T>(x));
+}
+
+// x[:half] and x[half:] are the two halves rotated together (the Llama / neox layout). Computed as the
+// reference does it in the model's dtype: cos and sin rounded to T, each product rounded, then the sum
+// (so no multiply-add fusing here, which would skip a rounding): bit-identical to the torch code.
+template <typename T>
+__attribute__((optimize("fp-contract=off"))) void rotate_row(T* x, const float* cos, const float* sin,
+                                                             int64_t half) {
   for (int64_t i = 0; i < half; ++i) {
-    float a = to_float(x[i]), b = to_float(x[i + half]);
-    x[i] = from_float<T>(a * cos[i] - b * sin[i]);
-    x[i + half] = from_float<T>(b * cos[i + half] + a * sin[i + half]);
+    const float a = to_float(x[i]), b = to_float(x[i + half]);
+    const float c1 = round_to<T>(cos[i]), s1 = round_to<T>(sin[i]);
+    const float c2 = round_to<T>(cos[i + half]), s2 = round_to<T>(sin[i + half]);
+    x[i] = from_float<T>(round_to<T>(a * c1) - round_to<T>(b * s1));
+    x[i + half] = from_float<T>(round_to<T>(b * c2) + round_to<T>(a * s2));
   }
 }
 
