@@ -47,8 +47,8 @@ from minisgl.server_args import ServerArgs
 
 BANDWIDTH_NOTE = (
     "note: batch-1 decode streams every bf16 weight (about 270 MB for SmolLM2-135M) once per token; on the "
-    "2-core VM these figures were taken on, the bf16 kernels streamed 8-11 GB/s per thread, which alone "
-    "costs 25 ms or more per token (see lessons/docs/benchmarks.md)."
+    "2-core VM these figures were taken on, the packed bf16 matrix multiplies streamed about 12 GB/s over both "
+    "threads, about 22 ms of a 26-28 ms step (see lessons/docs/benchmarks.md)."
 )
 
 _TEXT = (
