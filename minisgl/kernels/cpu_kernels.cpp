@@ -170,10 +170,8 @@ inline void prefetch_row(const T* row, int64_t n) {
 template <typename T, int D>
 void attend(const T* q, const T* k_buffer, const T* v_buffer, T* out, const int64_t* slots, int64_t len,
             int64_t q_heads, int64_t kv_heads, int64_t head_dim_rt, float scale, float* qf, float* row, float* acc,
-            float* scores) {
-  const int64_t head_dim = D ? D : head_dim_rt, group = q_heads / kv_heads, kv_row = kv_heads * head_dim;
-  int64_t kv_of[256];  // where query head h's KV head starts in a row (no division in the loops below)
-  for (int64_t h = 0; h < q_heads; ++h) kv_of[h] = (h / group) * head_dim;
+            float* scores, const int64_t* kv_of) {
+  const int64_t head_dim = D ? D : head_dim_rt, kv_row = kv_heads * head_dim;
   for (int64_t i = 0; i < q_heads * head_dim; ++i) qf[i] = to_float(q[i]) * scale;
   for (int64_t t = 0; t < len; ++t) {  // K row of slot t, converted once, shared by each group's heads
     if (t + kAhead < len) prefetch_row(k_buffer + slots[t + kAhead] * kv_row, kv_row);
@@ -226,12 +224,14 @@ void decode_attention(const T* q, const T* k_buffer, const T* v_buffer, T* out, 
 #pragma omp parallel num_threads(threads)
   {
     std::vector<float> qf(q_heads * head_dim), row(kv_heads * head_dim), acc(q_heads * head_dim), scores;
+    std::vector<int64_t> kv_of(q_heads);  // where query head h's KV head starts in a row: (h / group) * head_dim
+    for (int64_t h = 0; h < q_heads; ++h) kv_of[h] = h / (q_heads / kv_heads) * head_dim;
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < batch; ++b) {
       scores.resize(q_heads * seq_lens[b]);
       one(q + b * q_row_stride, k_buffer, v_buffer, out + b * q_heads * head_dim,
           req_to_token + req_pool_indices[b] * max_context, seq_lens[b], q_heads, kv_heads, head_dim, scale,
-          qf.data(), row.data(), acc.data(), scores.data());
+          qf.data(), row.data(), acc.data(), scores.data(), kv_of.data());
     }
   }
 }

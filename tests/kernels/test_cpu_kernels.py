@@ -98,16 +98,16 @@ def test_rotary_embedding_in_place_on_views_of_one_qkv(dtype):
     assert torch.equal(v, v_before)  # the neighbouring columns of the fused output are untouched
 
 
-def _paged_case(dtype, seq_lens, slots=700, seed=0):
+def _paged_case(dtype, seq_lens, slots=700, seed=0, heads=HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM):
     """A KV pool with requests scattered over random slots, as after many allocs and frees."""
     g = torch.Generator().manual_seed(seed)
-    k_buf = torch.randn(slots, KV_HEADS, HEAD_DIM, generator=g).to(dtype)
-    v_buf = torch.randn(slots, KV_HEADS, HEAD_DIM, generator=g).to(dtype)
+    k_buf = torch.randn(slots, kv_heads, head_dim, generator=g).to(dtype)
+    v_buf = torch.randn(slots, kv_heads, head_dim, generator=g).to(dtype)
     req_to_token = torch.zeros(12, 512, dtype=torch.int64)
     req_pool_indices = torch.randperm(12, generator=g)[: len(seq_lens)]
     for row, n in zip(req_pool_indices.tolist(), seq_lens):
         req_to_token[row, :n] = torch.randperm(slots, generator=g)[:n]
-    q = torch.randn(len(seq_lens), HEADS, HEAD_DIM, generator=g).to(dtype)
+    q = torch.randn(len(seq_lens), heads, head_dim, generator=g).to(dtype)
     return q, k_buf, v_buf, req_to_token, req_pool_indices, torch.tensor(seq_lens, dtype=torch.int64)
 
 
@@ -121,6 +121,22 @@ def test_decode_attention_reads_slots_in_place(dtype, seq_lens):
         k = k_buf[slots].transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, dim=0).float()
         v = v_buf[slots].transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, dim=0).float()
         want = F.scaled_dot_product_attention(q[b].float().unsqueeze(1), k, v, scale=HEAD_DIM**-0.5).squeeze(1)
+        close(got[b], want.to(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("heads,kv_heads,head_dim", [(4, 4, 32), (14, 2, 128), (6, 2, 80), (8, 1, 16)])
+def test_decode_attention_other_head_layouts(dtype, heads, kv_heads, head_dim):
+    """Multi-head (group 1), Qwen2-0.5B's 14/2 x 128, a head size with no fast path, multi-query."""
+    seq_lens = [3, 150, 41]
+    q, k_buf, v_buf, req_to_token, req_pool_indices, lens = _paged_case(dtype, seq_lens, seed=heads, heads=heads,
+                                                                        kv_heads=kv_heads, head_dim=head_dim)
+    got = kernels.decode_attention(q, k_buf, v_buf, req_to_token, req_pool_indices, lens, head_dim**-0.5)
+    for b, (row, n) in enumerate(zip(req_pool_indices.tolist(), seq_lens)):
+        slots = req_to_token[row, :n]
+        k = k_buf[slots].transpose(0, 1).repeat_interleave(heads // kv_heads, dim=0).float()
+        v = v_buf[slots].transpose(0, 1).repeat_interleave(heads // kv_heads, dim=0).float()
+        want = F.scaled_dot_product_attention(q[b].float().unsqueeze(1), k, v, scale=head_dim**-0.5).squeeze(1)
         close(got[b], want.to(dtype), dtype)
 
 
