@@ -111,33 +111,31 @@ def _paged_case(dtype, seq_lens, slots=700, seed=0, heads=HEADS, kv_heads=KV_HEA
     return q, k_buf, v_buf, req_to_token, req_pool_indices, torch.tensor(seq_lens, dtype=torch.int64)
 
 
+def _check_against_sdpa(dtype, seq_lens, **shape):
+    """The kernel's output for each request equals SDPA over that request's slots, gathered by hand."""
+    q, k_buf, v_buf, req_to_token, req_pool_indices, lens = _paged_case(dtype, seq_lens, **shape)
+    heads, head_dim = q.shape[1], q.shape[2]
+    group = heads // k_buf.shape[1]
+    got = kernels.decode_attention(q, k_buf, v_buf, req_to_token, req_pool_indices, lens, head_dim**-0.5)
+    for b, (row, n) in enumerate(zip(req_pool_indices.tolist(), seq_lens)):
+        slots = req_to_token[row, :n]
+        k = k_buf[slots].transpose(0, 1).repeat_interleave(group, dim=0).float()
+        v = v_buf[slots].transpose(0, 1).repeat_interleave(group, dim=0).float()
+        want = F.scaled_dot_product_attention(q[b].float().unsqueeze(1), k, v, scale=head_dim**-0.5).squeeze(1)
+        close(got[b], want.to(dtype), dtype)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("seq_lens", [[1], [65], [1, 2, 300, 17, 511]])
 def test_decode_attention_reads_slots_in_place(dtype, seq_lens):
-    q, k_buf, v_buf, req_to_token, req_pool_indices, lens = _paged_case(dtype, seq_lens)
-    got = kernels.decode_attention(q, k_buf, v_buf, req_to_token, req_pool_indices, lens, HEAD_DIM**-0.5)
-    for b, (row, n) in enumerate(zip(req_pool_indices.tolist(), seq_lens)):
-        slots = req_to_token[row, :n]
-        k = k_buf[slots].transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, dim=0).float()
-        v = v_buf[slots].transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, dim=0).float()
-        want = F.scaled_dot_product_attention(q[b].float().unsqueeze(1), k, v, scale=HEAD_DIM**-0.5).squeeze(1)
-        close(got[b], want.to(dtype), dtype)
+    _check_against_sdpa(dtype, seq_lens)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("heads,kv_heads,head_dim", [(4, 4, 32), (14, 2, 128), (6, 2, 80), (8, 1, 16)])
 def test_decode_attention_other_head_layouts(dtype, heads, kv_heads, head_dim):
     """Multi-head (group 1), Qwen2-0.5B's 14/2 x 128, a head size with no fast path, multi-query."""
-    seq_lens = [3, 150, 41]
-    q, k_buf, v_buf, req_to_token, req_pool_indices, lens = _paged_case(dtype, seq_lens, seed=heads, heads=heads,
-                                                                        kv_heads=kv_heads, head_dim=head_dim)
-    got = kernels.decode_attention(q, k_buf, v_buf, req_to_token, req_pool_indices, lens, head_dim**-0.5)
-    for b, (row, n) in enumerate(zip(req_pool_indices.tolist(), seq_lens)):
-        slots = req_to_token[row, :n]
-        k = k_buf[slots].transpose(0, 1).repeat_interleave(heads // kv_heads, dim=0).float()
-        v = v_buf[slots].transpose(0, 1).repeat_interleave(heads // kv_heads, dim=0).float()
-        want = F.scaled_dot_product_attention(q[b].float().unsqueeze(1), k, v, scale=head_dim**-0.5).squeeze(1)
-        close(got[b], want.to(dtype), dtype)
+    _check_against_sdpa(dtype, [3, 150, 41], seed=heads, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
 
 
 def test_decode_attention_large_scores_do_not_overflow():
