@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.minisgl-installed
 
-.PHONY: demo test bench clean-venv graphviz
+.PHONY: demo test bench clean-venv graphviz compiler
 
 $(STAMP): pyproject.toml Makefile
 	@echo "== creating $(VENV) (first use only)"
@@ -31,10 +31,24 @@ graphviz:
 	       "macOS: brew install graphviz); dot and mermaid still work"; \
 	fi
 
-demo: graphviz $(STAMP)
+# g++ builds the engine's CPU kernels (minisgl/kernels) at first use; without it the engine runs on torch
+# ops alone and says so once. Checked like graphviz; never fails the build.
+compiler:
+	@if command -v $${CXX:-g++} >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "== g++ (Debian's package: it builds the engine's CPU kernels)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends g++ >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends g++ >/dev/null; } \
+	  || echo "== could not install g++: the engine will run on torch ops alone (slower)"; \
+	else \
+	  echo "== no C++ compiler: the engine will run on torch ops alone (slower); as root: apt-get install g++"; \
+	fi
+
+demo: graphviz compiler $(STAMP)
 	$(VENV)/bin/minisgl demo
 
-test: graphviz $(STAMP)
+test: graphviz compiler $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -15,8 +15,10 @@ from minisgl.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from minisgl.layers.layernorm import RMSNorm
 from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.server_args import ServerArgs
+from tests.kernels.conftest import needs_compiler
 
 
+@needs_compiler
 def test_built_once_then_taken_from_the_cache(tmp_path: Path, monkeypatch):
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path))
     path = build.library_path()
@@ -33,6 +35,7 @@ def test_no_compiler_is_one_clear_line(tmp_path: Path, monkeypatch):
         build.library_path()
 
 
+@needs_compiler
 def test_a_compile_error_names_the_compiler_and_its_first_line(tmp_path: Path, monkeypatch):
     broken = tmp_path / "broken.cpp"
     broken.write_text("this is not C++;\n")
@@ -53,6 +56,7 @@ def test_without_a_compiler_auto_falls_back_to_torch(tmp_path: Path):
     assert "no C++ compiler found" in out.stdout
 
 
+@needs_compiler
 @pytest.mark.slow
 def test_runner_modes(bundled_source, model_config, runner_fp32):
     assert runner_fp32.use_cpu_kernels and isinstance(runner_fp32.attn_backend, CpuPagedAttnBackend)
@@ -66,6 +70,7 @@ def test_runner_modes(bundled_source, model_config, runner_fp32):
                                                              max_running_requests=2, cpu_kernels="on"))
 
 
+@needs_compiler
 @pytest.mark.slow
 def test_a_shared_model_follows_the_runner_that_runs_it(bundled_source, model_config, runner_fp32,
                                                         chat_prompt_ids):

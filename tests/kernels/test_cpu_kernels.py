@@ -13,6 +13,9 @@ import torch.nn.functional as F
 
 from minisgl import kernels
 from minisgl.layers.rotary_embedding import RotaryEmbedding, _rotate_half
+from tests.kernels.conftest import needs_compiler
+
+pytestmark = needs_compiler
 
 DTYPES = [torch.float32, torch.bfloat16]
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER = 576, 9, 3, 64, 1536  # SmolLM2-135M
