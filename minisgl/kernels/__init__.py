@@ -1,8 +1,8 @@
 """The engine's CPU kernels (cpu_kernels.cpp), called with torch tensors.
 
 On a CPU a batch-1 decode step runs hundreds of tiny torch ops (an RMSNorm alone is seven of them), and a
-batched decode spends a third of its time gathering each request's K and V out of the paged pool into a
-padded batch. These kernels do each of those jobs in one pass: RMSNorm (with the residual add fused in),
+batch-64 decode spent over a third of its time copying each request's K and V out of the paged pool into
+a padded batch and attending over it. These kernels do each of those jobs in one pass: RMSNorm (with the residual add fused in),
 rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots where they are, and
 greedy sampling (argmax and its log-probability in one pass over the logits).
 
