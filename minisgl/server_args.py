@@ -60,8 +60,9 @@ class ServerArgs:
                        help="weights and KV dtype (auto: bfloat16 on cpu)")
         g.add_argument("--device", default=d.device, choices=["cpu", "cuda", "npu"], help="where the model runs")
         g.add_argument("--cpu-kernels", default=d.cpu_kernels, choices=["auto", "on", "off"],
-                       help="C++ kernels for RMSNorm, rotary, SiLU-and-mul and paged decode attention on the cpu, "
-                            "built with g++ at first use (auto: use them if they build; off: torch ops only)")
+                       help="C++ kernels for RMSNorm, rotary, SiLU-and-mul, paged decode attention and greedy "
+                            "sampling on the cpu, built with g++ at first use (auto: use them if they build; "
+                            "off: torch ops only)")
         g.add_argument("--max-total-tokens", type=int, default=d.max_total_tokens,
                        help="KV cache size in tokens (default: from --mem-fraction-static)")
         g.add_argument("--mem-fraction-static", type=float, default=d.mem_fraction_static,
