@@ -49,6 +49,7 @@ def load() -> bool:
                     fn.argtypes, fn.restype = argtypes, None
                     _fns[name, dtype] = fn
             lib.greedy_sample_f32.argtypes, lib.greedy_sample_f32.restype = [_P, _P, _P, _I, _I, _N], None
+            _fns["greedy_sample", torch.float32] = lib.greedy_sample_f32  # logits are float32 only
             _lib = lib
         except (KernelBuildError, AttributeError) as e:
             _error = str(e)
@@ -134,6 +135,6 @@ def greedy_sample(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     assert logits.dtype == torch.float32 and logits.dim() == 2
     ids = torch.empty(logits.shape[0], dtype=torch.int64)
     logprobs = torch.empty(logits.shape[0], dtype=torch.float32)
-    _lib.greedy_sample_f32(logits.data_ptr(), ids.data_ptr(), logprobs.data_ptr(), logits.shape[0],
-                           logits.shape[1], torch.get_num_threads())
+    _fn("greedy_sample", logits.dtype)(logits.data_ptr(), ids.data_ptr(), logprobs.data_ptr(), logits.shape[0],
+                                       logits.shape[1], torch.get_num_threads())
     return ids, logprobs
