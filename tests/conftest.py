@@ -54,6 +54,17 @@ def hf_model_fp32(bundled_source):
 
 
 @pytest.fixture(scope="session")
+def base_engine():
+    """One float32 Engine on the bundled model for the whole session; tests `fork()` it with their own flags
+    (a fork shares the loaded weights, so no test reloads them)."""
+    import minisgl
+
+    engine = minisgl.Engine(dtype="float32", max_total_tokens=4096, max_running_requests=32)
+    yield engine
+    engine.shutdown()
+
+
+@pytest.fixture(scope="session")
 def runner_fp32(bundled_source, model_config):
     from minisgl.model_executor.model_runner import ModelRunner
     from minisgl.server_args import ServerArgs

@@ -1,10 +1,9 @@
-"""One float32 Engine for the scheduler tests; each test forks it with the flags it needs."""
+"""The scheduler tests fork the session's one float32 Engine (`base_engine`, tests/conftest.py) with the
+flags each needs."""
 
 from __future__ import annotations
 
-import pytest
 
-import minisgl
 
 WORKLOAD = [
     "What is the capital of China?",
@@ -14,13 +13,6 @@ WORKLOAD = [
     "Who wrote Romeo and Juliet?",
     "Give me a short tip for learning to cook.",
 ]
-
-
-@pytest.fixture(scope="session")
-def base_engine():
-    engine = minisgl.Engine(dtype="float32", max_total_tokens=4096, max_running_requests=32)
-    yield engine
-    engine.shutdown()
 
 
 def chat(q: str) -> list[dict]:
