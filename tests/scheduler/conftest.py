@@ -3,8 +3,6 @@ flags each needs."""
 
 from __future__ import annotations
 
-
-
 WORKLOAD = [
     "What is the capital of China?",
     "Write a haiku about the sea.",
