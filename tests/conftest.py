@@ -53,6 +53,23 @@ def hf_model_fp32(bundled_source):
     return model.eval()
 
 
+NEW_TOKENS = 32  # greedy tokens compared with transformers' for each chat prompt
+
+
+@pytest.fixture(scope="session")
+def hf_answers(hf_model_fp32, chat_prompt_ids) -> list[list[int]]:
+    """The referee's answers: transformers' greedy tokens for each chat prompt, computed once."""
+    answers = []
+    for prompt in chat_prompt_ids:
+        ids = torch.tensor([prompt])
+        with torch.inference_mode():
+            # an explicit mask: the prompt contains token 2, which is also the pad id
+            out = hf_model_fp32.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
+                                         do_sample=False)
+        answers.append(out[0, len(prompt):].tolist())
+    return answers
+
+
 @pytest.fixture(scope="session")
 def base_engine():
     """One float32 Engine on the bundled model for the whole session; tests `fork()` it with their own flags

@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from minisgl.model_executor.static_generate import decode, extend, greedy_generate
-
-NEW_TOKENS = 32
-
-
-def hf_greedy(hf, prompt: list[int], n: int) -> list[int]:
-    ids = torch.tensor([prompt])
-    with torch.inference_mode():
-        # an explicit mask: the prompt contains token 2, which is also the pad id
-        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False)
-    return out[0, len(prompt):].tolist()
-
-
-@pytest.fixture(scope="module")
-def hf_answers(hf_model_fp32, chat_prompt_ids):
-    return [hf_greedy(hf_model_fp32, p, NEW_TOKENS) for p in chat_prompt_ids]
+from tests.conftest import NEW_TOKENS  # hf_answers: transformers' greedy tokens, NEW_TOKENS per chat prompt
 
 
 def test_greedy_one_at_a_time(runner_fp32, chat_prompt_ids, hf_answers):
