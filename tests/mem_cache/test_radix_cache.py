@@ -161,14 +161,44 @@ def test_lru_order_and_parent_becomes_candidate():
     assert kv_pool.available_size() == kv_pool.size
 
 
-def test_eviction_is_deterministic():
-    def run() -> tuple[list[int], dict]:
-        cache, _, kv_pool = make_cache()
-        for key in ([1, 2, 3], [1, 2, 4], [5], [6, 7], [1, 9]):
-            insert_fresh(cache, kv_pool, key)
-        return cache.evict(3), cache.snapshot()
+def _slots(snapshot: dict, *path: list[int]) -> list[int]:
+    """The KV slots of the node reached from the root by these edge keys."""
+    node = snapshot
+    for key in path:
+        node = next(child for child in node["children"] if child["key"] == key)
+    return node["value"]
 
-    assert run() == run()
+
+def test_eviction_is_deterministic(monkeypatch):
+    """Which slots go depends only on the order of the operations, never on the wall clock: two independent
+    caches, one built while the clock stands still and one while it runs backwards, evict the same slots,
+    and those are the least recently used ones. (An LRU stamped with the clock would evict in creation
+    order in the first and most recent first in the second.)"""
+    import time
+
+    def run(clock) -> tuple[dict, list[int], dict]:
+        for name in ("time", "monotonic", "perf_counter"):
+            monkeypatch.setattr(time, name, lambda: float(clock()))
+        for name in ("time_ns", "monotonic_ns", "perf_counter_ns"):
+            monkeypatch.setattr(time, name, lambda: int(clock()))
+        try:
+            cache, _, kv_pool = make_cache()
+            for key in ([1, 2, 3], [1, 2, 4], [5], [6, 7], [1, 9]):
+                insert_fresh(cache, kv_pool, key)
+            cache.match_prefix([5])  # read last: [5] is the most recently used, though inserted third
+            before = cache.snapshot()  # a snapshot reads the tree without touching it
+            return before, cache.evict(4), cache.snapshot()
+        finally:
+            monkeypatch.undo()
+
+    before, evicted, after = run(lambda: 1_000_000)
+    backwards = iter(range(10**9, 0, -1))
+    assert run(lambda: next(backwards)) == (before, evicted, after)
+    # least recently used first: the leaf [3], the leaf [4], then [6, 7] (inserted after [5], read before it)
+    lru = _slots(before, [1], [2], [3]) + _slots(before, [1], [2], [4]) + _slots(before, [6, 7])
+    assert evicted == lru
+    assert [child["key"] for child in after["children"]] == [[1], [5]]
+    assert [child["key"] for child in after["children"][0]["children"]] == [[2], [9]]
 
 
 def test_cache_finished_req_two_requests_sharing_prefix():
