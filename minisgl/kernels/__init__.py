@@ -17,6 +17,7 @@ import ctypes
 import logging
 
 import torch
+import torch.nn.functional as F
 
 from minisgl.kernels.build import KernelBuildError, load_library
 
@@ -26,11 +27,13 @@ _SUFFIX = {torch.float32: "f32", torch.bfloat16: "bf16"}
 _lib: ctypes.CDLL | None = None
 _error: str | None = None
 _fns: dict[tuple[str, torch.dtype], ctypes._CFuncPtr] = {}  # (kernel, dtype) -> its C function
+_LANES = (8, 16, 4, 32, 1)  # the float vector widths torch's CPU builds use (AVX2, AVX-512, Arm, ...)
+_lanes = 8  # this torch's, found by load()
 
 _P, _I, _F, _N = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 _SIGNATURES = {
-    "rms_norm": [_P, _P, _P, _I, _I, _F, _N],
-    "fused_add_rms_norm": [_P, _P, _P, _I, _I, _F, _N],
+    "rms_norm": [_P, _P, _P, _I, _I, _F, _N, _N],
+    "fused_add_rms_norm": [_P, _P, _P, _I, _I, _F, _N, _N],
     "rotary_embedding": [_P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _N],
     "silu_and_mul": [_P, _P, _I, _I, _N],
     "decode_attention": [_P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _F, _N],
@@ -39,7 +42,7 @@ _SIGNATURES = {
 
 def load() -> bool:
     """Build (once per machine) and load the library; False, with the reason kept, where that fails."""
-    global _lib, _error
+    global _lib, _error, _lanes
     if _lib is None and _error is None:
         try:
             lib = load_library()
@@ -51,6 +54,10 @@ def load() -> bool:
             lib.greedy_sample_f32.argtypes, lib.greedy_sample_f32.restype = [_P, _P, _P, _I, _I, _N], None
             _fns["greedy_sample", torch.float32] = lib.greedy_sample_f32  # logits are float32 only
             _lib = lib
+            found = sum_lanes()  # after _lib is set: it runs the kernel
+            if found is None:
+                logger.info("torch sums in an order unknown to the RMSNorm kernel: it may differ by an ulp")
+            _lanes = found or 8
         except (KernelBuildError, AttributeError) as e:
             _error = str(e)
             logger.warning("CPU kernels unavailable, using torch ops: %s", _error)
@@ -77,11 +84,22 @@ def _rows(x: torch.Tensor) -> int:
     return x.numel() // x.shape[-1]
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def sum_lanes(candidates: tuple[int, ...] = _LANES) -> int | None:
+    """The vector width torch's CPU sum adds with, which sets its order and so its rounding (8 with AVX2,
+    16 with AVX-512, 4 or 8 on Arm, as built): the first width at which the kernel's RMSNorm equals
+    F.rms_norm on rows spread over a wide range of magnitudes, where other orders round differently."""
+    g = torch.Generator().manual_seed(0)
+    magnitudes = torch.exp2(torch.randint(-12, 12, (16, 1000), generator=g).float())
+    x = torch.randn(16, 1000, generator=g) * magnitudes
+    want, ones = F.rms_norm(x, (1000,), eps=1e-6), torch.ones(1000)
+    return next((n for n in candidates if torch.equal(rms_norm(x, ones, 1e-6, lanes=n), want)), None)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, lanes: int | None = None) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
     _fn("rms_norm", x.dtype)(x.data_ptr(), weight.data_ptr(), out.data_ptr(), _rows(x), x.shape[-1], eps,
-                             torch.get_num_threads())
+                             lanes or _lanes, torch.get_num_threads())
     return out
 
 
@@ -89,7 +107,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     """In place: residual += x, then x = rms_norm(residual). Both must be contiguous."""
     assert x.is_contiguous() and residual.is_contiguous() and x.shape == residual.shape
     _fn("fused_add_rms_norm", x.dtype)(x.data_ptr(), residual.data_ptr(), weight.data_ptr(), _rows(x),
-                                       x.shape[-1], eps, torch.get_num_threads())
+                                       x.shape[-1], eps, _lanes, torch.get_num_threads())
 
 
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_cache: torch.Tensor,

@@ -4,7 +4,8 @@
 // Every kernel computes in float32 and stores in the tensor's dtype: float32, or bfloat16 (kept as
 // uint16_t; converted with round-to-nearest-even, as torch does). Sizes and strides come in elements.
 //
-//   rms_norm            out = weight * round(x / sqrt(mean(x^2) + eps))            (one row per token)
+//   rms_norm            out = weight * round(x / sqrt(mean(x^2) + eps))  (one row per token; x^2 summed in
+//                       torch's order, so bit-identical to F.rms_norm)
 //   fused_add_rms_norm  residual = round(x + residual); x = weight * round(norm(residual))   in place
 //   rotary_embedding    q and k rotated in place by each row's logical position (neox halves)
 //   silu_and_mul        out = silu(gate) * up, from one [T, 2I] gate_up row
@@ -12,6 +13,7 @@
 //                       in place through req_to_token: no gather, no padding
 //   greedy_sample       each logits row's argmax (first on ties) and its log-probability, in two passes
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -68,16 +70,64 @@ inline float exp_approx(float x) {
   return p * scale;
 }
 
+// The sum of x^2 over a row, added in the order torch's CPU sum adds (ATen's cascade_sum), so it rounds the
+// same: W-lane vectors, four in flight (elements i and i + 4W share an accumulator); every 16 rounds of four
+// the partial sums move up a level; then the four vectors together, the leftover vectors, and last the
+// leftover elements and the W lanes one by one. Rows shorter than W are summed the same way, one lane wide.
+// No multiply-add fusing: torch squares, rounds, then adds. (Not followed: torch splits one row of 32768
+// elements or more over its threads.)
+inline int ceil_log2(int64_t n) { return n <= 2 ? 1 : 64 - __builtin_clzll(static_cast<uint64_t>(n - 1)); }
+
+template <int W, typename T>
+__attribute__((optimize("fp-contract=off"))) float sum_squares(const T* x, int64_t n) {
+  const int64_t vecs = n / W, groups = vecs / 4;
+  const int power = std::max(4, ceil_log2(groups) / 4);
+  const int64_t step = int64_t{1} << power;
+  float acc[4][4][W] = {};  // [level][which of the four vectors][lane]
+  auto add_squares = [x](float* a, int64_t v) {
+    for (int l = 0; l < W; ++l) a[l] += to_float(x[v * W + l]) * to_float(x[v * W + l]);
+  };
+  auto add = [](float* a, float* b) {
+    for (int l = 0; l < W; ++l) a[l] += b[l];
+  };
+  int64_t i = 0;
+  for (; i + step <= groups;) {
+    for (int64_t j = 0; j < step; ++j, ++i)
+      for (int k = 0; k < 4; ++k) add_squares(acc[0][k], i * 4 + k);
+    for (int level = 1; level < 4; ++level) {
+      for (int k = 0; k < 4; ++k) add(acc[level][k], acc[level - 1][k]), std::fill_n(acc[level - 1][k], W, 0.f);
+      if (i & ((step - 1) << (level * power))) break;
+    }
+  }
+  for (; i < groups; ++i)
+    for (int k = 0; k < 4; ++k) add_squares(acc[0][k], i * 4 + k);
+  for (int level = 1; level < 4; ++level)
+    for (int k = 0; k < 4; ++k) add(acc[0][k], acc[level][k]);
+  for (int64_t v = groups * 4; v < vecs; ++v) add_squares(acc[0][0], v);
+  for (int k = 1; k < 4; ++k) add(acc[0][0], acc[0][k]);
+  float sum = 0.f;
+  for (int64_t e = vecs * W; e < n; ++e) sum += to_float(x[e]) * to_float(x[e]);
+  for (int l = 0; l < W; ++l) sum += acc[0][0][l];
+  return sum;
+}
+
+// lanes: torch's float vector width on this machine (kernels/__init__.py finds it)
+template <typename T>
+float sum_squares(const T* x, int64_t n, int lanes) {
+  if (n < lanes) return sum_squares<1>(x, n);
+  switch (lanes) {
+    case 4: return sum_squares<4>(x, n);
+    case 8: return sum_squares<8>(x, n);
+    case 16: return sum_squares<16>(x, n);
+    case 32: return sum_squares<32>(x, n);
+    default: return sum_squares<1>(x, n);
+  }
+}
+
 // weight * round(x * inv_rms): the rounding to T before the weight multiply is the reference's
 template <typename T>
-void norm_row(const T* x, const T* weight, T* out, int64_t hidden, float eps) {
-  float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < hidden; ++i) {
-    float v = to_float(x[i]);
-    sum += v * v;
-  }
-  float inv_rms = 1.f / std::sqrt(sum / static_cast<float>(hidden) + eps);
+void norm_row(const T* x, const T* weight, T* out, int64_t hidden, float eps, int lanes) {
+  const float inv_rms = 1.f / std::sqrt(sum_squares(x, hidden, lanes) / static_cast<float>(hidden) + eps);
   for (int64_t i = 0; i < hidden; ++i) {
     float normed = to_float(from_float<T>(to_float(x[i]) * inv_rms));
     out[i] = from_float<T>(to_float(weight[i]) * normed);
@@ -85,20 +135,21 @@ void norm_row(const T* x, const T* weight, T* out, int64_t hidden, float eps) {
 }
 
 template <typename T>
-void rms_norm(const T* x, const T* weight, T* out, int64_t rows, int64_t hidden, float eps, int threads) {
+void rms_norm(const T* x, const T* weight, T* out, int64_t rows, int64_t hidden, float eps, int lanes,
+              int threads) {
 #pragma omp parallel for num_threads(threads) if (rows >= 16)
-  for (int64_t r = 0; r < rows; ++r) norm_row(x + r * hidden, weight, out + r * hidden, hidden, eps);
+  for (int64_t r = 0; r < rows; ++r) norm_row(x + r * hidden, weight, out + r * hidden, hidden, eps, lanes);
 }
 
 template <typename T>
-void fused_add_rms_norm(T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps,
+void fused_add_rms_norm(T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps, int lanes,
                         int threads) {
 #pragma omp parallel for num_threads(threads) if (rows >= 16)
   for (int64_t r = 0; r < rows; ++r) {
     T* xr = x + r * hidden;
     T* res = residual + r * hidden;
     for (int64_t i = 0; i < hidden; ++i) res[i] = from_float<T>(to_float(xr[i]) + to_float(res[i]));
-    norm_row(res, weight, xr, hidden, eps);
+    norm_row(res, weight, xr, hidden, eps, lanes);
   }
 }
 
@@ -278,13 +329,12 @@ void greedy_sample(const float* logits, int64_t* ids, float* logprobs, int64_t r
   extern "C" void NAME##_f32 PARAMS_F32 { NAME<float> ARGS; } \
   extern "C" void NAME##_bf16 PARAMS_BF16 { NAME<uint16_t> ARGS; }
 
-#define P(T)                                                                                                  \
-  (const T* x, const T* weight, T* out, int64_t rows, int64_t hidden, float eps, int threads)
-EXPORT_BOTH(rms_norm, P(float), P(uint16_t), (x, weight, out, rows, hidden, eps, threads))
+#define P(T) (const T* x, const T* weight, T* out, int64_t rows, int64_t hidden, float eps, int lanes, int threads)
+EXPORT_BOTH(rms_norm, P(float), P(uint16_t), (x, weight, out, rows, hidden, eps, lanes, threads))
 #undef P
 
-#define P(T) (T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps, int threads)
-EXPORT_BOTH(fused_add_rms_norm, P(float), P(uint16_t), (x, residual, weight, rows, hidden, eps, threads))
+#define P(T) (T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps, int lanes, int threads)
+EXPORT_BOTH(fused_add_rms_norm, P(float), P(uint16_t), (x, residual, weight, rows, hidden, eps, lanes, threads))
 #undef P
 
 #define P(T)                                                                                              \
