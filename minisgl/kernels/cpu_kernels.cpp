@@ -52,8 +52,10 @@ inline f32x16 load16(const float* p) {
 // e^x in float32 to about 2 ulp, written so the compiler can vectorize it (a call to expf cannot be,
 // unless -ffast-math, which would also loosen every other float operation here): x = n*ln2 + r with
 // |r| <= ln2/2, e^r by its Taylor polynomial to r^7, and 2^n put straight into the exponent bits.
+// Past 88.7 it overflows to inf, as expf does (silu(-89) is -0 in torch); n = 128 has no exponent
+// bits of its own, so that one is 2^127 * 2.
 inline float exp_approx(float x) {
-  x = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
+  x = x < -87.f ? -87.f : (x > 89.f ? 89.f : x);
   float n = std::nearbyint(x * 1.44269504f);
   float r = x - n * 0.693145752f - n * 1.42860677e-6f;  // ln2 split in two for an exact n*ln2_hi
   float p = 1.f / 5040;
@@ -64,10 +66,11 @@ inline float exp_approx(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.f;
   p = p * r + 1.f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  const float top = n > 127.f ? 1.f : 0.f;
+  int32_t bits = (static_cast<int32_t>(n - top) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, 4);
-  return p * scale;
+  return p * scale * (1.f + top);
 }
 
 // The sum of x^2 over a row, added in the order torch's CPU sum adds (ATen's cascade_sum), so it rounds the

@@ -95,6 +95,17 @@ def test_silu_and_mul_is_bit_identical_on_every_seed(dtype):
     assert differing == []
 
 
+def test_silu_and_mul_is_bit_identical_for_every_bfloat16_gate():
+    """All 65536 bfloat16 values as the gate, with up = 1 (the product with up rounds once either way):
+    silu rounds like torch's everywhere, even below -88.7, where e^-gate overflows and torch gives -0."""
+    bits = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16)
+    gate = bits.view(torch.bfloat16).reshape(1, -1)
+    gate_up = torch.cat([gate, torch.ones_like(gate)], dim=-1)
+    fast = SiluAndMul()
+    fast.use_kernel = True
+    assert same_bits(fast(gate_up), SiluAndMul()(gate_up))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rotary_is_bit_identical_on_every_seed(dtype):
     """q and k as views of one fused qkv output, positions anywhere in the table."""
