@@ -73,57 +73,67 @@ inline float exp_approx(float x) {
   return p * scale * (1.f + top);
 }
 
-// The sum of x^2 over a row, added in the order torch's CPU sum adds (ATen's cascade_sum), so it rounds the
-// same: W-lane vectors, four in flight (elements i and i + 4W share an accumulator); every 16 rounds of four
-// the partial sums move up a level; then the four vectors together, the leftover vectors, and last the
+// The sum of x[0..n), added in the order torch's CPU sum adds (ATen's cascade_sum), so it rounds the same:
+// W-lane vectors, four in flight (elements i and i + 4W share an accumulator); every 16 rounds of four the
+// partial sums move up a level; then the four vectors together, the leftover vectors, and last the
 // leftover elements and the W lanes one by one. Rows shorter than W are summed the same way, one lane wide.
-// No multiply-add fusing: torch squares, rounds, then adds. (Not followed: torch splits one row of 32768
-// elements or more over its threads.)
+// (Not followed: torch splits one row of 32768 elements or more over its threads.)
 inline int ceil_log2(int64_t n) { return n <= 2 ? 1 : 64 - __builtin_clzll(static_cast<uint64_t>(n - 1)); }
 
-template <int W, typename T>
-__attribute__((optimize("fp-contract=off"))) float sum_squares(const T* x, int64_t n) {
+template <int W>
+struct Lanes {  // W floats; a vector_size that depends on W works only inside a class
+  typedef float V __attribute__((vector_size(4 * W)));
+};
+
+template <int W>
+float torch_order_sum(const float* x, int64_t n) {
+  typedef typename Lanes<W>::V V;
+  auto at = [x](int64_t v) {
+    V r;
+    std::memcpy(&r, x + v * W, sizeof r);
+    return r;
+  };
   const int64_t vecs = n / W, groups = vecs / 4;
   const int power = std::max(4, ceil_log2(groups) / 4);
   const int64_t step = int64_t{1} << power;
-  float acc[4][4][W] = {};  // [level][which of the four vectors][lane]
-  auto add_squares = [x](float* a, int64_t v) {
-    for (int l = 0; l < W; ++l) a[l] += to_float(x[v * W + l]) * to_float(x[v * W + l]);
-  };
-  auto add = [](float* a, float* b) {
-    for (int l = 0; l < W; ++l) a[l] += b[l];
-  };
+  V acc[4][4] = {};  // [level][which of the four vectors]
   int64_t i = 0;
-  for (; i + step <= groups;) {
-    for (int64_t j = 0; j < step; ++j, ++i)
-      for (int k = 0; k < 4; ++k) add_squares(acc[0][k], i * 4 + k);
+  while (i + step <= groups) {
+    for (const int64_t end = i + step; i < end; ++i)
+      for (int k = 0; k < 4; ++k) acc[0][k] += at(4 * i + k);
     for (int level = 1; level < 4; ++level) {
-      for (int k = 0; k < 4; ++k) add(acc[level][k], acc[level - 1][k]), std::fill_n(acc[level - 1][k], W, 0.f);
+      for (int k = 0; k < 4; ++k) acc[level][k] += acc[level - 1][k], acc[level - 1][k] = V{};
       if (i & ((step - 1) << (level * power))) break;
     }
   }
   for (; i < groups; ++i)
-    for (int k = 0; k < 4; ++k) add_squares(acc[0][k], i * 4 + k);
+    for (int k = 0; k < 4; ++k) acc[0][k] += at(4 * i + k);
   for (int level = 1; level < 4; ++level)
-    for (int k = 0; k < 4; ++k) add(acc[0][k], acc[level][k]);
-  for (int64_t v = groups * 4; v < vecs; ++v) add_squares(acc[0][0], v);
-  for (int k = 1; k < 4; ++k) add(acc[0][0], acc[0][k]);
+    for (int k = 0; k < 4; ++k) acc[0][k] += acc[level][k];
+  V p = acc[0][0];
+  for (int64_t v = groups * 4; v < vecs; ++v) p += at(v);
+  for (int k = 1; k < 4; ++k) p += acc[0][k];
   float sum = 0.f;
-  for (int64_t e = vecs * W; e < n; ++e) sum += to_float(x[e]) * to_float(x[e]);
-  for (int l = 0; l < W; ++l) sum += acc[0][0][l];
+  for (int64_t e = vecs * W; e < n; ++e) sum += x[e];
+  for (int l = 0; l < W; ++l) sum += p[l];
   return sum;
 }
 
-// lanes: torch's float vector width on this machine (kernels/__init__.py finds it)
+// sum(x^2) as torch's F.rms_norm gets it: each square rounded to float32 first (stored, so the compiler
+// cannot fuse it into the add), then summed in torch's order at its vector width, `lanes` (see __init__.py)
 template <typename T>
 float sum_squares(const T* x, int64_t n, int lanes) {
-  if (n < lanes) return sum_squares<1>(x, n);
+  static thread_local std::vector<float> squares;
+  if (static_cast<int64_t>(squares.size()) < n) squares.resize(n);
+  float* sq = squares.data();
+  for (int64_t i = 0; i < n; ++i) sq[i] = to_float(x[i]) * to_float(x[i]);
+  if (n < lanes) return torch_order_sum<1>(sq, n);
   switch (lanes) {
-    case 4: return sum_squares<4>(x, n);
-    case 8: return sum_squares<8>(x, n);
-    case 16: return sum_squares<16>(x, n);
-    case 32: return sum_squares<32>(x, n);
-    default: return sum_squares<1>(x, n);
+    case 4: return torch_order_sum<4>(sq, n);
+    case 8: return torch_order_sum<8>(sq, n);
+    case 16: return torch_order_sum<16>(sq, n);
+    case 32: return torch_order_sum<32>(sq, n);
+    default: return torch_order_sum<1>(sq, n);
   }
 }
 
