@@ -1,8 +1,8 @@
 """The kernels claimed bit-identical to the torch code they replace, checked on hundreds of random seeds
 through the layers themselves (torch path against kernel path), so the claim rests on no lucky seed.
 
-A few fixed seeds cannot show it: the RMSNorm kernel once summed x^2 in its own order, and 15 of 1.47
-million bf16 outputs over 200 seeds came out one step off torch's, none of them on the tests' seeds.
+A few fixed seeds cannot show it: the RMSNorm kernel once summed x^2 in its own order, and over 200
+seeds 65 of 3.6 million bf16 outputs came out one step off torch's, none of them on the tests' seeds.
 """
 
 from __future__ import annotations
