@@ -41,6 +41,6 @@ def test_all_at_once_over_a_warm_cache(engine, chat_prompt_ids, hf_answers):
     engine.generate(input_ids=chat_prompt_ids[0], sampling_params={**GREEDY, "max_new_tokens": 1})
     results = engine.generate(input_ids=chat_prompt_ids, sampling_params=GREEDY)
     assert [r["output_ids"] for r in results] == hf_answers
-    assert results[0]["usage"]["cached_tokens"] == len(chat_prompt_ids[0]) - 1 or \
-        results[0]["usage"]["cached_tokens"] >= CHUNK
+    # the first prompt ran before: all of it is cached but its last token, which is computed for its logits
+    assert results[0]["usage"]["cached_tokens"] == len(chat_prompt_ids[0]) - 1
     assert_no_leak(engine)
