@@ -52,12 +52,13 @@ class ChunkCache:
     def evict(self, num_tokens: int) -> list[int]:
         return []
 
-    def cache_finished_req(self, req: CacheReq) -> None:
-        """Free all the request's KV slots (the last sampled token has none) and its request slot."""
+    def cache_finished_req(self, req: CacheReq, free_reason: str = "finished") -> None:
+        """Free all the request's KV slots (the last sampled token has none) and its request slot.
+        free_reason labels the kv.free event: `retracted` when retract_decode takes it out unfinished."""
         assert req.req_pool_idx is not None
         token_ids = (req.origin_input_ids + req.output_ids)[:-1]
         kv_indices = self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(token_ids)]
-        self.token_to_kv_pool.free(kv_indices, reason="finished")
+        self.token_to_kv_pool.free(kv_indices, reason=free_reason)
         self.req_to_token_pool.free(req.req_pool_idx)
         req.req_pool_idx = None
 

@@ -248,8 +248,8 @@ class RadixCache:
         return leaves
 
     # ---- request lifecycle -----------------------------------------------------------------------
-    def cache_finished_req(self, req: CacheReq) -> None:
-        """Hand a finished request's KV to the tree, free its duplicates and its request slot, unlock it."""
+    def cache_finished_req(self, req: CacheReq, free_reason: str = "finished") -> None:
+        """Finished or retracted: the tree takes its KV; free its duplicates and request slot; unlock it."""
         assert req.req_pool_idx is not None
         token_ids = (req.origin_input_ids + req.output_ids)[:-1]
         kv_indices = self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(token_ids)]

@@ -112,8 +112,8 @@ class ScheduleBatch:
                 raise KVCacheExhausted("KV cache too small for a single request's next token")
             victim = order.pop(0)
             self.reqs.remove(victim)
-            # its computed KV goes to the cache (evictable), so a resume may reuse it
-            self.tree_cache.cache_finished_req(victim)
+            # a radix tree keeps its computed KV (evictable), so a resume may reuse it; without one it is freed
+            self.tree_cache.cache_finished_req(victim, free_reason="retracted")
             victim.reset_for_retract()
             retracted.append(victim)
         return retracted
