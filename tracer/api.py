@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the PrefillAdder's budgets and the scheduler's silent decisions (added events only)
 LEVEL_REQUESTS, LEVEL_TOKENS, LEVEL_TENSORS = 1, 2, 3
 CLOCK_ENV = "MINISGL_TRACE_CLOCK"  # "boot_id:wall_ns:mono_ns", handed to child processes through the environment
 

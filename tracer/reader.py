@@ -19,6 +19,8 @@ from tracer.event import Event
 
 REQUIRED = ("v", "seq", "ts", "proc", "pid", "name")
 ROUND_EVENTS = ("sched.batch_formed", "sched.round_end")
+# version 2 only added events and fields, so a version 1 trace reads as one that lacks them
+READABLE_VERSIONS = (1, SCHEMA_VERSION)
 
 
 class TraceError(Exception):
@@ -247,9 +249,10 @@ def _to_event(record: Any, path: Path, lineno: int) -> Event:
     if not isinstance(record, dict):
         raise TraceError(f"{where}: corrupt line, an event must be a JSON object")
     v = record.get("v")
-    if v != SCHEMA_VERSION:
+    if v not in READABLE_VERSIONS:
+        known = " and ".join(map(str, READABLE_VERSIONS))
         raise TraceError(f"{where}: trace schema version {v!r} is not supported (this reader knows "
-                         f"version {SCHEMA_VERSION}); read it with the minisgl that wrote it")
+                         f"versions {known}); read it with the minisgl that wrote it")
     missing = [k for k in REQUIRED if k not in record]
     if missing:
         raise TraceError(f"{where}: corrupt event, missing field(s) {', '.join(missing)}")

@@ -119,8 +119,11 @@ class ScheduleBatch:
         return retracted
 
     # ---- membership -------------------------------------------------------------------------------
-    def filter_batch(self, chunked_req_to_exclude: Req | None = None) -> None:
+    def filter_batch(self, chunked_req_to_exclude: Req | None = None) -> list[Req]:
+        """Drop finished requests (and the one still being chunked); returns the dropped ones for the trace."""
+        dropped = [r for r in self.reqs if r.finished() or r is chunked_req_to_exclude]
         self.reqs = [r for r in self.reqs if not r.finished() and r is not chunked_req_to_exclude]
+        return dropped
 
     def merge_batch(self, other: ScheduleBatch) -> None:
         self.reqs += other.reqs

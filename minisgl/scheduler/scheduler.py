@@ -71,11 +71,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
         self.num_retracted = 0
         self._traced_tree: list[dict] | None = None
         if tracer.enabled:
-            a = server_args
-            tracer.event("sched.config", kv_size=self.token_to_kv_pool.size,
-                         max_running_requests=a.max_running_requests, max_prefill_tokens=a.max_prefill_tokens,
-                         chunked_prefill_size=a.chunked_prefill_size, schedule_policy=self.policy.policy,
-                         disable_radix_cache=a.disable_radix_cache, enable_mixed_chunk=a.enable_mixed_chunk)
+            trace_hooks.config(self)
 
     # ---- the loop ---------------------------------------------------------------------------------
     def event_loop_normal(self) -> None:
@@ -140,17 +136,17 @@ class Scheduler(SchedulerOutputProcessorMixin):
                 f"{self.max_req_len} tokens (context length {self.model_runner.context_len}, KV cache "
                 f"{self.token_to_kv_pool.size} slots) and one output token needs room",
             )
-        if n + params.max_new_tokens > self.max_req_len:
-            clamped = self.max_req_len - n
+        asked = params.max_new_tokens
+        if n + asked > self.max_req_len:
+            params.max_new_tokens = self.max_req_len - n
             logger.warning("rid %s: max_new_tokens %d clamped to %d (prompt %d + output must fit %d)",
-                           recv_req.rid, params.max_new_tokens, clamped, n, self.max_req_len)
-            params.max_new_tokens = clamped
+                           recv_req.rid, asked, params.max_new_tokens, n, self.max_req_len)
         req = Req(recv_req.rid, list(recv_req.input_ids), params, self.eos_token_ids, recv_req.stream,
                   recv_req.input_text)
         self.rid_to_req[req.rid] = req
         self.waiting_queue.append(req)
         if tracer.enabled:
-            trace_hooks.req_created(req, len(self.waiting_queue))
+            trace_hooks.req_created(req, len(self.waiting_queue), asked)
 
     def _refuse(self, recv_req: TokenizedGenerateReqInput, message: str) -> None:
         req = Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(), self.eos_token_ids)
@@ -170,8 +166,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             self.waiting_queue.remove(req)
             req.finished_reason = FINISH_ABORT()
             if tracer.enabled:
-                tracer.event("sched.finished", rid=req.rid, finish_reason=req.finished_reason.to_json(),
-                             output_len=len(req.output_ids), cached_tokens=req.cached_tokens)
+                trace_hooks.finished(req)
             self.stream_output([req])
         else:  # running or mid-prefill: it finishes when its next token is processed
             req.to_abort = True
@@ -197,9 +192,11 @@ class Scheduler(SchedulerOutputProcessorMixin):
     def get_next_batch_to_run(self) -> ScheduleBatch | None:
         # last round's prefill requests now decode with the others
         if self.last_batch is not None and self.last_batch.forward_mode.is_extend():
-            self.last_batch.filter_batch(chunked_req_to_exclude=self.chunked_req)
-            self.running_batch.filter_batch()
+            dropped = self.last_batch.filter_batch(chunked_req_to_exclude=self.chunked_req)
+            dropped += self.running_batch.filter_batch()
             self.running_batch.merge_batch(self.last_batch)
+            if tracer.enabled:
+                trace_hooks.batch_merged(self.last_batch, dropped, self.chunked_req, self.running_batch)
         batch = self.get_new_batch_prefill()
         if batch is None and not self.running_batch.is_empty():
             self.running_batch = self.update_running_batch(self.running_batch)
@@ -213,10 +210,10 @@ class Scheduler(SchedulerOutputProcessorMixin):
             return None
         running = [r for r in self.running_batch.reqs if not r.finished()]
         if len(running) >= self.server_args.max_running_requests and self.chunked_req is None:
+            if tracer.enabled:
+                trace_hooks.prefill_skipped(running, self.server_args.max_running_requests, self.waiting_queue)
             return None
         self.policy.calc_priority(self.waiting_queue)
-        if tracer.enabled and self.policy.policy == "lpm":
-            tracer.event("sched.queue_sorted", waiting=[r.rid for r in self.waiting_queue])
         mixed = self.server_args.enable_mixed_chunk and bool(running)
         adder = PrefillAdder(
             self.tree_cache, self.token_to_kv_pool, running, self.new_token_ratio,
@@ -234,7 +231,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
         if adder.new_chunked_req is not None:
             self.chunked_req = adder.new_chunked_req
         if tracer.enabled:
-            trace_hooks.admission(self.waiting_queue + adder.can_run_list, adder.log)
+            trace_hooks.admission(self, adder)
         if not adder.can_run_list:
             return None
 
@@ -249,7 +246,9 @@ class Scheduler(SchedulerOutputProcessorMixin):
         new_batch.prepare_for_extend()
 
         if mixed:
-            self.running_batch.filter_batch()
+            dropped = self.running_batch.filter_batch()
+            if tracer.enabled:
+                trace_hooks.decode_mem_checked(self.running_batch, dropped, "mixed")
             if not self.running_batch.is_empty() and self.running_batch.check_decode_mem():
                 self.running_batch.prepare_for_decode()
                 new_batch.mix_with_running(self.running_batch)
@@ -257,7 +256,9 @@ class Scheduler(SchedulerOutputProcessorMixin):
         return new_batch
 
     def update_running_batch(self, batch: ScheduleBatch) -> ScheduleBatch:
-        batch.filter_batch()
+        dropped = batch.filter_batch()
+        if tracer.enabled:
+            trace_hooks.decode_mem_checked(batch, dropped, "decode")
         if batch.is_empty():
             return batch
         if not batch.check_decode_mem():
