@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from tracer.check_admission import check_admission
 from tracer.event import Event
 from tracer.reader import Trace
 from tracer.replay import replay
@@ -24,7 +25,7 @@ CLIENT_LEFT = 499  # the HTTP status the server traces for a client that closed 
 def check_trace(trace: Trace) -> list[str]:
     """Every failed invariant, one line each; an empty list means the trace is consistent."""
     return (check_sequence(trace) + check_ipc(trace) + check_lifecycles(trace) + check_kv(trace)
-            + check_tokens(trace) + check_rounds(trace) + check_replay(trace))
+            + check_tokens(trace) + check_rounds(trace) + check_replay(trace) + check_admission(trace))
 
 
 def summary(trace: Trace) -> str:
