@@ -1,7 +1,10 @@
-"""32 streaming clients at once: every one completes, and each gets the answer it gets when it is alone.
+"""32 streaming clients at once, each with its own question: every one completes, and each gets the answer
+its question gets when it is alone (the offline Engine with the server's flags, one request at a time).
 
 Greedy float32 decoding does not depend on which other requests share the batch, so batching is invisible
-to a client; a mix-up of rids in handle_loop or the detokenizer would show as a wrong answer here.
+to a client; a mix-up of rids in handle_loop or the detokenizer would show as a wrong answer here, since
+no two of the questions have the same answer. (They all share the chat template's prefix in the radix
+cache.)
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import asyncio
 
 from tests.server.conftest import API_KEY, wait_drained
 
-QUESTIONS = [
+QUESTIONS = [  # 32 different questions, so 32 different answers: a client given another's shows
     "What is the capital of China?",
     "Name a primary color.",
     "What is 2 plus 2?",
@@ -19,9 +22,33 @@ QUESTIONS = [
     "Name a planet.",
     "What is the opposite of hot?",
     "Which season comes after winter?",
+    "What is the capital of France?",
+    "What is the largest ocean?",
+    "How many legs does a spider have?",
+    "What color is the sky?",
+    "Name a fruit that is yellow.",
+    "What do bees make?",
+    "What is the boiling point of water?",
+    "Who wrote Hamlet?",
+    "What is 10 times 3?",
+    "Name a musical instrument.",
+    "What is the freezing point of water?",
+    "What language is spoken in Spain?",
+    "How many days are in a week?",
+    "What gas do plants breathe in?",
+    "Name a type of tree.",
+    "What is the tallest animal?",
+    "What shape has three sides?",
+    "What is the capital of Japan?",
+    "Name a vegetable.",
+    "What do cows drink?",
+    "How many continents are there?",
+    "What is the chemical symbol for gold?",
+    "Name a sport played with a ball.",
+    "What is the first letter of the alphabet?",
 ]
-COPIES = 4  # 8 questions x 4 = 32 clients; the copies also share prefixes in the radix cache
 MAX_TOKENS = 12
+GREEDY = {"max_new_tokens": MAX_TOKENS, "temperature": 0}
 
 
 def _messages(q: str) -> list[dict]:
@@ -45,19 +72,17 @@ async def _stream_all(url: str, model: str) -> list[str]:
         return "".join(parts)
 
     try:
-        return await asyncio.gather(*(one(q) for q in QUESTIONS * COPIES))
+        return await asyncio.gather(*(one(q) for q in QUESTIONS))
     finally:
         await client.close()
 
 
-def test_32_concurrent_streams_equal_sequential_answers(server, client, model, http):
-    sequential = [
-        client.chat.completions.create(model=model, messages=_messages(q), temperature=0, max_tokens=MAX_TOKENS)
-        .choices[0].message.content
-        for q in QUESTIONS
-    ]
+def test_32_concurrent_streams_equal_sequential_answers(server, model, http, engine):
+    # each question alone, one after another: the answer its client must get inside the crowd
+    alone = [engine.generate(_messages(q), GREEDY)["text"] for q in QUESTIONS]
+    assert len(set(alone)) == len(QUESTIONS), "two questions have the same answer: a swap would not show"
     concurrent = asyncio.run(_stream_all(server.url, model))
-    assert len(concurrent) == len(QUESTIONS) * COPIES
-    for i, text in enumerate(concurrent):
-        assert text == sequential[i % len(QUESTIONS)], QUESTIONS[i % len(QUESTIONS)]
+    assert len(concurrent) == len(QUESTIONS) == 32
+    for q, text, expected in zip(QUESTIONS, concurrent, alone):
+        assert text == expected, q
     wait_drained(http)
