@@ -3,6 +3,8 @@ ipc.send/ipc.recv pair with one flow id, and the whole trace passes the tracer's
 
 from __future__ import annotations
 
+import time
+
 from tests.server.conftest import wait_drained
 from tracer.check import check_trace
 from tracer.reader import load_trace
@@ -49,8 +51,34 @@ def test_one_streamed_chat_through_every_process(server, client, model, http):
                                                              if c.choices)
 
 
-def test_whole_trace_passes_the_tracer_checks(server, http):
+def _finish_reasons(trace_dir: str, rids: list[str], timeout: float = 60) -> dict[str, str]:
+    """rid -> its sched.finished reason type, once the trace has one for every rid (polled, with a deadline)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        trace = load_trace(trace_dir)
+        reasons = {ev.rid: ev.get("finish_reason")["type"] for ev in trace.events
+                   if ev.name == "sched.finished" and ev.rid in rids}
+        if len(reasons) == len(rids):
+            return reasons
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no sched.finished within {timeout} s for {set(rids) - set(reasons)}")
+        time.sleep(0.2)
+
+
+def test_whole_trace_passes_the_tracer_checks(server, client, model, http):
+    """Whatever ran before, the trace holds a request of each kind this test makes itself: a chat streamed
+    to its end, a plain completion cut by max_tokens, and a stream its client leaves after two chunks."""
+    streamed = list(client.chat.completions.create(model=model, temperature=0, max_tokens=6, stream=True,
+                                                   messages=[{"role": "user", "content": "Name a fruit."}]))
+    plain = client.completions.create(model=model, prompt="One, two, three,", temperature=0, max_tokens=5)
+    with client.completions.create(model=model, prompt="Once upon a time", temperature=0, max_tokens=400,
+                                   stream=True, extra_body={"ignore_eos": True}) as left:
+        chunks = iter(left)
+        first = [next(chunks), next(chunks)]
+    rids = [streamed[0].id.removeprefix("chatcmpl-"), plain.id.removeprefix("cmpl-"),
+            first[0].id.removeprefix("cmpl-")]
+    reasons = _finish_reasons(server.trace_dir, rids)
+    assert [reasons[r] for r in rids] == [streamed[-1].choices[0].finish_reason, "length", "abort"]
     wait_drained(http)
-    trace = load_trace(server.trace_dir)
-    # clients that left mid-stream (other tests do that) included: their text checks as a prefix
-    assert check_trace(trace) == []
+    # the client that left has its text in the trace as a prefix of what it would have got
+    assert check_trace(load_trace(server.trace_dir)) == []
