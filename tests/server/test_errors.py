@@ -54,13 +54,15 @@ def _assert_openai_error(resp: httpx.Response, status: int, word: str) -> None:
     assert error["type"]
 
 
+def _post(http: httpx.Client, path: str, body: dict | str) -> httpx.Response:
+    if isinstance(body, str):
+        return http.post(path, content=body, headers={"content-type": "application/json"})
+    return http.post(path, json=body)
+
+
 @pytest.mark.parametrize("name,path,body,status,word", CASES, ids=[c[0] for c in CASES])
 def test_bad_request_gets_openai_error(http, name, path, body, status, word):
-    if isinstance(body, str):
-        resp = http.post(path, content=body, headers={"content-type": "application/json"})
-    else:
-        resp = http.post(path, json=body)
-    _assert_openai_error(resp, status, word)
+    _assert_openai_error(_post(http, path, body), status, word)
 
 
 def test_wrong_method_gets_405(http):
@@ -90,9 +92,19 @@ def test_duplicate_rid_is_refused_and_abort_request_ends_the_first(http):
     assert len(data[-1]["output_ids"]) < 500
 
 
-def test_flush_cache_and_health_after_all_the_errors(http, client, model):
+def test_flush_cache_and_health_after_errors(http, client, model):
+    """Errors of its own (refused before and after tokenizing, streamed or not) next to a request that
+    fills the radix cache: afterwards nothing runs or waits, /flush_cache empties the cache it can see
+    is full, and the server still answers."""
+    answered = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hello!"}],
+                                              max_tokens=4, temperature=0)
+    assert answered.choices[0].finish_reason in ("stop", "length")
+    for name in ("malformed JSON", "prompt too long", "prompt too long, streamed", "bad parameter, streamed"):
+        _, path, body, status, word = next(c for c in CASES if c[0] == name)
+        _assert_openai_error(_post(http, path, body), status, word)
     load = wait_drained(http)
     assert load["num_running_reqs"] == 0 and load["num_waiting_reqs"] == 0
+    assert load["cached_slots"] > 0, "the answered request must have left its tokens in the radix cache"
     assert http.post("/flush_cache").json()["success"] is True
     load = wait_drained(http)
     assert load["free_slots"] == load["total_slots"] and load["cached_slots"] == 0
