@@ -33,6 +33,20 @@ def _scheduler_rounds(trace_dir: str, rid: str, timeout: float = 30) -> tuple[in
         time.sleep(0.2)
 
 
+def _new_requests(trace_dir: str, before: set[str], timeout: float = 30) -> list[str]:
+    """The rids not in `before` that the HTTP server received, as soon as the trace shows one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        trace = load_trace(trace_dir)
+        rids = [r for r in trace.rids()
+                if r not in before and any(e.name == "http.request_received" for e in trace.by_rid(r))]
+        if rids:
+            return rids
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no new http.request_received in the trace within {timeout} s")
+        time.sleep(0.2)
+
+
 def _assert_aborted_and_freed(server, http, rid: str) -> None:
     load = wait_drained(http, timeout=60)
     assert load["free_slots"] + load["cached_slots"] == load["total_slots"]
@@ -62,8 +76,6 @@ def test_non_streaming_client_disconnect_aborts_and_frees_kv(server, http, model
     with httpx.Client(base_url=server.url, headers=AUTH, timeout=httpx.Timeout(300, read=2.0)) as c, \
             pytest.raises(httpx.ReadTimeout):
         c.post("/v1/completions", json={**LONG, "model": model})
-    time.sleep(0.5)
-    new = [r for r in load_trace(server.trace_dir).rids() if r not in before]
-    rids = [r for r in new if any(e.name == "http.request_received" for e in load_trace(server.trace_dir).by_rid(r))]
+    rids = _new_requests(server.trace_dir, before)
     assert len(rids) == 1
     _assert_aborted_and_freed(server, http, rids[0])
