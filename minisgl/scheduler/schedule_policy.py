@@ -109,9 +109,9 @@ class PrefillAdder:
             return req
         full_len = len(req.fill_ids)
         end = len(req.prefix_indices) + min(req.extend_input_len, limit)
-        budget = self._chunk_budget() if end < full_len else None
-        self._admit(rec, req, end, chunked=end < full_len, budget=budget)
-        return req if end < full_len else None
+        chunked = end < full_len
+        self._admit(rec, req, end, chunked, budget=self._chunk_budget() if chunked else None)
+        return req if chunked else None
 
     def add_one_req(self, req: Req) -> AddReqResult:
         rec = self._look_at(req, "waiting_queue")
@@ -129,8 +129,7 @@ class PrefillAdder:
             return self._refuse(rec, "kv_cache", AddReqResult.NO_TOKEN)
 
         # a locked prefix is no longer evictable: both room counters shrink by it
-        delta = self.tree_cache.inc_lock_ref(req.last_node)
-        self._spend_lock(rec, -delta)
+        self._spend_lock(rec, -self.tree_cache.inc_lock_ref(req.last_node))
         chunking = self.rem_chunk_tokens is not None
         if req.extend_input_len <= self.rem_kv_room and (not chunking or req.extend_input_len <= self._chunk_limit()):
             self.rem_total_tokens -= rec.future_tokens
@@ -142,8 +141,7 @@ class PrefillAdder:
             rec.need = need
             return self._refuse(rec, "kv_cache", AddReqResult.NO_TOKEN)
         # too long for this round: take a chunk now, the rest in later rounds
-        budget = self._chunk_budget()
-        self._admit(rec, req, len(req.prefix_indices) + take, chunked=True, budget=budget)
+        self._admit(rec, req, len(req.prefix_indices) + take, chunked=True, budget=self._chunk_budget())
         self.new_chunked_req = req
         return AddReqResult.OTHER
 
@@ -163,6 +161,7 @@ class PrefillAdder:
         return rec
 
     def _spend_lock(self, rec: AdmissionRecord, slots: int) -> None:
+        """Locked prefix slots stop being evictable, so both room counters lose them (negative: unlocked)."""
         self.rem_total_tokens -= slots
         self.rem_kv_room -= slots
         rec.prefix_locked += slots
