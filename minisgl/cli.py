@@ -15,13 +15,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"minisgl {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from minisgl.entrypoints import bench_cli, demo_cli, generate_cli, replay_cli, serve_cli, trace_cli
+    from minisgl.entrypoints import (
+        bench_cli,
+        demo_cli,
+        generate_cli,
+        replay_cli,
+        scenario_cli,
+        serve_cli,
+        trace_cli,
+    )
 
     generate_cli.register(sub)
     trace_cli.register(sub)
     replay_cli.register(sub)
     serve_cli.register(sub)
     demo_cli.register(sub)
+    scenario_cli.register(sub)
     bench_cli.register(sub)
     return parser
 

@@ -1,0 +1,87 @@
+"""Run a scenario on the real engine: the offline Engine driven round by round, or a real server."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from minisgl.scenarios.base import TRACE_LEVEL, Abort, Scenario, Submit
+from minisgl.server_args import ServerArgs
+
+MAX_LOOPS = 10_000  # a scenario is a few dozen rounds; this only stops a bug from spinning forever
+
+
+@dataclass
+class Outcome:
+    """What the run gave back: each request's result (or its error), and the rounds that ran a batch."""
+
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rounds: int = 0
+
+
+def engine_args(scenario: Scenario) -> dict[str, Any]:
+    """Every ServerArgs field: the defaults overlaid with the scenario's flags, so a run never inherits
+    another engine's settings (a fork of a shared test engine included)."""
+    args = dataclasses.asdict(ServerArgs(**scenario.engine_flags()))
+    args.pop("model")
+    return args
+
+
+def run(scenario: Scenario, trace_dir: str, loaded: Any = None) -> Outcome:
+    """Run an offline scenario into trace_dir. `loaded`: an Engine whose weights to share (tests)."""
+    if scenario.server is not None:
+        from minisgl.scenarios.server import run_server
+
+        return run_server(scenario, trace_dir)
+    from minisgl.entrypoints.engine import Engine
+
+    args = engine_args(scenario)
+    if loaded is not None:
+        engine = loaded.fork(trace_dir=trace_dir, trace_level=TRACE_LEVEL, **args)
+    else:
+        engine = Engine(trace_dir=trace_dir, trace_level=TRACE_LEVEL, **args)
+    try:
+        return drive(engine, scenario.steps)
+    finally:
+        engine.shutdown()
+
+
+def drive(engine: Any, steps: tuple) -> Outcome:
+    """Apply each step once its round has come (sooner only if the engine has nothing to run until then), then
+    run rounds until every request is done, exactly as Engine.generate does between its own steps."""
+    pending = sorted(steps, key=lambda s: s.after_round)  # stable: steps of one round keep their order
+    sched, submitted, outcome = engine.scheduler, [], Outcome()
+    for _ in range(MAX_LOOPS):
+        due = [s for s in pending if s.after_round <= sched.forward_ct]
+        if not due and pending and sched.is_idle():  # nothing would run until then: the next steps come now
+            due = [s for s in pending if s.after_round == pending[0].after_round]
+        for step in due:
+            pending.remove(step)
+            if isinstance(step, Submit):
+                _submit(engine, step)
+                submitted.append(step.rid)
+            elif isinstance(step, Abort):
+                engine.abort(step.rid)
+        if not pending and all(engine._states[rid]["done"] for rid in submitted):
+            break
+        engine._step()  # one scheduler round, then the detokenizer
+    else:
+        raise RuntimeError(f"the scenario did not finish within {MAX_LOOPS} scheduler loops")
+    outcome.rounds = sched.forward_ct
+    for rid in submitted:
+        try:
+            outcome.results[rid] = engine._finish_result(rid)
+        except ValueError as e:  # refused before it ran: the error a client would get
+            outcome.results[rid] = {"rid": rid, "error": str(e)}
+    return outcome
+
+
+def _submit(engine: Any, step: Submit) -> None:
+    if step.ids is not None:
+        text, ids = None, list(step.ids)
+    elif step.chat is not None:
+        text, ids = engine._tokenize([{"role": "user", "content": step.chat}])
+    else:
+        text, ids = engine._tokenize(step.text or "")
+    engine._submit(step.rid, text, ids, step.sampling_params(), stream=step.stream)

@@ -1,0 +1,42 @@
+"""The HTTP side of the server scenarios: a streaming chat completion read as SSE, as any client would."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+
+
+def stream_chat(url: str, rid: str, question: str, max_tokens: int, leave_after: int | None = None) -> dict[str, Any]:
+    """POST /v1/chat/completions with stream=True; read every SSE message (or only `leave_after` of them,
+    then close the connection as a client that goes away would)."""
+    body = {"messages": [{"role": "user", "content": question}], "max_tokens": max_tokens, "temperature": 0,
+            "stream": True, "rid": rid}
+    text, chunks = "", 0
+    with httpx.Client(base_url=url, timeout=300) as client, \
+            client.stream("POST", "/v1/chat/completions", json=body) as resp:
+        if resp.status_code != 200:
+            return {"rid": rid, "error": resp.read().decode()}
+        for line in resp.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            delta = json.loads(line[6:])["choices"]
+            text += (delta[0]["delta"].get("content") or "") if delta else ""
+            chunks += 1
+            if leave_after is not None and chunks >= leave_after:
+                break
+    return {"rid": rid, "text": text, "sse_messages": chunks}
+
+
+def wait_idle(url: str, timeout: float = 120) -> dict[str, Any]:
+    """Poll /health until nothing runs or waits (an aborted request has been let go)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        load = httpx.get(f"{url}/health", timeout=30).json()["load"]
+        if load["num_running_reqs"] == 0 and load["num_waiting_reqs"] == 0:
+            return load
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server still has requests after {timeout} s: {load}")
+        time.sleep(0.1)

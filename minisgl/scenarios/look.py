@@ -1,0 +1,41 @@
+"""Small questions a scenario asks of its own trace, to say where to look (round numbers, rows, slots)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tracer.event import Event
+from tracer.reader import Trace
+
+
+def events(trace: Trace, name: str, pred: Callable[[Event], bool] = lambda ev: True) -> list[Event]:
+    return [ev for ev in trace.events if ev.name == name and pred(ev)]
+
+
+def first(trace: Trace, name: str, pred: Callable[[Event], bool] = lambda ev: True) -> Event | None:
+    return next((ev for ev in trace.events if ev.name == name and pred(ev)), None)
+
+
+def batches(trace: Trace) -> list[Event]:
+    """Every round's sched.batch_formed, in round order."""
+    return events(trace, "sched.batch_formed")
+
+
+def batch_of(trace: Trace, rid: str, mode: str | None = None) -> Event | None:
+    """The first batch that holds `rid` (in the given forward mode, if one is given)."""
+    return next((ev for ev in batches(trace)
+                 if rid in (ev.rids or []) and (mode is None or ev.get("forward_mode") == mode)), None)
+
+
+def describe_batch(ev: Event) -> str:
+    rows = len(ev.get("out_cache_loc") or [])
+    return f"round {ev.round}: {ev.get('forward_mode')} of {rows} row(s) for {', '.join(ev.rids or [])}"
+
+
+def result_line(rid: str, result: dict[str, Any]) -> str:
+    if "error" in result:
+        return f"{rid}: refused: {result['error']}"
+    if "sse_messages" in result:  # a server scenario's client: what it read off the stream
+        return f"{rid}: {result['sse_messages']} SSE message(s) read: {result['text']!r}"
+    reason = (result.get("finish_reason") or {}).get("type")
+    return f"{rid}: {len(result['output_ids'])} token(s), finished by {reason}: {result['text']!r}"

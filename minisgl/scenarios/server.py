@@ -1,0 +1,41 @@
+"""Scenarios about HTTP, ZeroMQ and the detokenizer process run the real server: `minisgl serve --trace`
+in a subprocess on a free port, driven by an HTTP client, then stopped with Ctrl-C as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from minisgl.scenarios.base import TRACE_LEVEL, Scenario
+from minisgl.scenarios.driver import Outcome, engine_args
+
+READY_TIMEOUT = 600  # seconds: loading the model in three processes on a busy 2-core machine
+
+
+def serve_command(scenario: Scenario, trace_dir: str) -> list[str]:
+    args = engine_args(scenario)
+    if args["chunked_prefill_size"] is None:
+        args["chunked_prefill_size"] = -1  # the flag's way to say "no chunking"
+    flags = [part for key, value in args.items() if value is not None and value is not False
+             for part in ((f"--{key.replace('_', '-')}",) if value is True else
+                          (f"--{key.replace('_', '-')}", str(value)))]
+    return [sys.executable, "-m", "minisgl.cli", "serve", "--port", "0", "--log-level", "warning",
+            "--trace", trace_dir, "--trace-level", str(TRACE_LEVEL), *flags, *scenario.server_flags]
+
+
+def run_server(scenario: Scenario, trace_dir: str) -> Outcome:
+    from minisgl.entrypoints.demo_cli import _ServerOutput, _stop
+
+    proc = subprocess.Popen(serve_command(scenario, trace_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
+    out = _ServerOutput(proc)
+    try:
+        out.ready.wait(READY_TIMEOUT)
+        if out.url is None:
+            raise RuntimeError("the server did not become ready; its last lines:\n" + "\n".join(out.tail))
+        results = scenario.server(out.url)
+    finally:
+        code = _stop(proc)
+    if code != 0:
+        raise RuntimeError(f"the server exited with status {code}; its last lines:\n" + "\n".join(out.tail))
+    return Outcome(results=results or {})

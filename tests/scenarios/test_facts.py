@@ -1,0 +1,147 @@
+"""The numbers the lessons quote, pinned scenario by scenario on the real engine: rows, positions, slots,
+rounds, victims, budgets. If the engine changes one of them, the lesson that quotes it must change too."""
+
+from __future__ import annotations
+
+import pytest
+
+from minisgl.scenarios.look import batch_of, batches, events, first
+
+pytestmark = pytest.mark.slow
+
+
+def rows_of(ev) -> int:
+    return len(ev.get("out_cache_loc"))
+
+
+def forward_of(trace, round_: int):
+    return first(trace, "model.forward", lambda ev: ev.round == round_ and ev.ph == "B")
+
+
+def test_shared_prefix_nine_rows_on_a_fresh_engine(scenario_runs):
+    """R0 (" red green blue") took slots 1-3 and left them in the tree; R1 and R2 then run as one EXTEND."""
+    trace = scenario_runs("shared_prefix").trace
+    r0 = batch_of(trace, "R0")
+    assert (r0.round, r0.get("out_cache_loc")) == (1, [1, 2, 3])
+    extend = batch_of(trace, "R2", "EXTEND")
+    assert extend.round == 2 and extend.rids == ["R1", "R2"]
+    assert extend.get("seq_lens") == [6, 6] and extend.get("prefix_lens") == [0, 3]
+    assert extend.get("extend_lens") == [6, 3]
+    assert extend.get("out_cache_loc") == [4, 5, 6, 7, 8, 9, 10, 11, 12]
+    fwd = forward_of(trace, 2)
+    assert fwd.get("positions") == [0, 1, 2, 3, 4, 5, 3, 4, 5]
+    assert fwd.get("num_rows") == 9
+    # R2's first three positions read R0's slots from the tree; only the last row of each request is sampled
+    assert first(trace, "sched.prefix_matched", lambda ev: ev.rid == "R2").get("matched_slots") == [1, 2, 3]
+    assert len(first(trace, "sched.sampled", lambda ev: ev.round == 2).get("token_ids")) == 2
+    decode = batch_of(trace, "R2", "DECODE")
+    assert decode.round == 3 and decode.get("out_cache_loc") == [13, 14]
+    assert forward_of(trace, 3).get("positions") == [6, 6]
+
+
+def test_radix_cache_hit_then_eviction(scenario_runs):
+    ran = scenario_runs("radix_cache")
+    hit = first(ran.trace, "sched.prefix_matched", lambda ev: ev.rid == "B")
+    assert (hit.get("prefix_len"), hit.get("matched_slots")) == (3, [1, 2, 3])
+    assert ran.outcome.results["B"]["usage"]["cached_tokens"] == 3
+    assert batch_of(ran.trace, "B", "EXTEND").get("extend_lens") == [1]
+    evicted = events(ran.trace, "cache.evicted")
+    assert evicted and evicted[0].round == batch_of(ran.trace, "C", "EXTEND").round
+
+
+def test_admission_budgets_refuse_in_turn(scenario_runs):
+    trace = scenario_runs("admission_budgets").trace
+    first_refusals = {}
+    for ev in events(trace, "sched.admission", lambda ev: ev.get("decision") == "refused"):
+        first_refusals.setdefault(ev.get("budget"), (ev.round, ev.rid))
+    assert first_refusals == {"max_prefill_tokens": (1, "B"), "chunked_prefill_size": (2, "C"),
+                              "max_running_requests": (3, "D"), "kv_cache": (10, "E")}
+
+
+def test_lpm_puts_the_longest_cached_prefix_first(scenario_runs):
+    trace = scenario_runs("lpm_order").trace
+    assert [ev.get("waiting") for ev in events(trace, "sched.queue_sorted")][:2] == [["P"], ["Y", "X"]]
+    admitted = [ev.rid for ev in events(trace, "sched.admission", lambda ev: ev.get("decision") == "admitted")]
+    assert admitted == ["P", "Y", "X"]
+    assert first(trace, "sched.prefix_matched", lambda ev: ev.rid == "Y").get("prefix_len") == 6
+
+
+def test_chunked_prefill_ranges_and_no_token_from_a_chunk(scenario_runs):
+    trace = scenario_runs("chunked_prefill").trace
+    steps = [(ev.round, ev.get("decision"), ev.get("extend_range"))
+             for ev in events(trace, "sched.admission", lambda ev: ev.rid == "L")]
+    assert steps == [(1, "chunked", [0, 16]), (2, "chunked", [16, 32]), (3, "admitted", [32, 41])]
+    appended = [ev.round for ev in events(trace, "sched.output_appended", lambda ev: ev.rid == "L")]
+    assert appended == [3, 4, 5]
+    assert [ev.get("chunked") for ev in events(trace, "sched.round_end")][:3] == ["L", "L", None]
+
+
+def test_retraction_victim_and_resume(scenario_runs, base_engine):
+    ran = scenario_runs("retract")
+    (victim,) = events(ran.trace, "sched.retracted")
+    assert (victim.rid, victim.round, victim.get("output_len")) == ("A", 21, 19)
+    back = first(ran.trace, "sched.admission", lambda ev: ev.rid == "A" and ev.round > 21)
+    assert (back.round, back.get("extend_range")) == (22, [4, 23])
+    # A resumes with the same tokens it gives alone, in a pool big enough for it
+    alone = base_engine.fork(max_total_tokens=64).generate(" one two three four", {"max_new_tokens": 20,
+                                                            "temperature": 0, "ignore_eos": True})
+    assert ran.outcome.results["A"]["output_ids"] == alone["output_ids"]
+
+
+def test_mixed_rounds_carry_the_running_decode_rows(scenario_runs):
+    trace = scenario_runs("mixed_round").trace
+    mixed = [ev for ev in batches(trace) if ev.get("forward_mode") == "MIXED"]
+    assert [(ev.round, ev.rids, ev.get("extend_lens"), ev.get("decoding_rids")) for ev in mixed] == [
+        (3, ["B", "A"], [4, 1], ["A"]), (4, ["B", "A"], [2, 1], ["A"])]
+
+
+def test_stream_interval_hold_back_and_stop_trimming(scenario_runs):
+    ran = scenario_runs("stream_detok")
+    sends = events(ran.trace, "ipc.send", lambda ev: ev.get("msg") == "BatchTokenIDOutput" and "ZH" in ev.rids)
+    assert [len(ev.get("output_ids")[ev.rids.index("ZH")]) for ev in sends] == [1, 2, 3, 2]  # tokens 1, 3, 6, 8
+    assert events(ran.trace, "detok.decoded", lambda ev: ev.rid == "ZH" and ev.get("held_back_tokens"))
+    assert ran.outcome.results["ZH"]["text"] == "首都。\n\n"
+    stop = ran.outcome.results["STOP"]
+    assert stop["finish_reason"]["type"] == "stop" and stop["text"] == "1. 1\n2. 2\n\n"
+
+
+def test_aborts_while_waiting_and_while_running(scenario_runs):
+    ran = scenario_runs("abort")
+    asked = {ev.rid: (ev.round, ev.get("where")) for ev in events(ran.trace, "sched.abort_requested")}
+    assert asked == {"WAIT": (3, "waiting"), "RUN": (4, "running")}
+    finished = {ev.rid: (ev.round, ev.get("output_len")) for ev in events(ran.trace, "sched.finished")
+                if ev.get("finish_reason")["type"] == "abort"}
+    assert finished == {"WAIT": (3, 0), "RUN": (4, 4)}
+    assert ran.outcome.results["LATER"]["finish_reason"]["type"] == "length"
+
+
+def test_context_limit_refuses_and_clamps(scenario_runs):
+    ran = scenario_runs("context_limit")
+    assert ran.outcome.results["TOO_LONG"]["error"] == (
+        "the prompt has 40 tokens, but at most 31 fit: the limit is 32 tokens (context length 32, KV cache 64 "
+        "slots) and one output token needs room")
+    clamped = ran.outcome.results["CLAMPED"]
+    assert len(clamped["output_ids"]) == 22 and "clamped to 22" in clamped["warning"]
+
+
+def test_one_request_end_to_end(scenario_runs):
+    ran = scenario_runs("one_request")
+    trace = ran.trace
+    assert {p.proc for p in trace.processes()} == {"tokenizer_manager", "scheduler", "detokenizer"}
+    prefill = batch_of(trace, "R1", "EXTEND")
+    assert prefill.round == 1 and rows_of(prefill) == 37
+    assert ran.outcome.results["R1"]["text"] == "The capital of China is Beijing."
+    names = [ev.name for ev in trace.by_rid("R1")]
+    assert names[0] == "http.request_received" and names[-1] == "http.response_finished"
+
+
+def test_client_disconnect_aborts_and_frees(scenario_runs):
+    """When the abort lands depends on the clock (how soon the server sees the closed socket): the facts
+    pinned here are the ones that do not."""
+    trace = scenario_runs("client_disconnect").trace
+    assert first(trace, "http.error", lambda ev: ev.rid == "LEAVER").get("status") == 499
+    assert first(trace, "sched.abort_requested", lambda ev: ev.rid == "LEAVER").get("where") == "running"
+    done = first(trace, "sched.finished", lambda ev: ev.rid == "LEAVER")
+    assert done.get("finish_reason")["type"] == "abort" and done.get("output_len") < 200
+    last = events(trace, "sched.round_end")[-1]
+    assert last.get("running") == [] and last.get("free_slots") + last.get("cached_slots") == 512

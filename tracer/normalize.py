@@ -1,0 +1,61 @@
+"""A trace with what differs from run to run taken out: the unit that scenario goldens pin and labs diff.
+
+Kept: each event's process, name, phase, rid(s), round and attrs. Dropped: clocks (`ts`, `wall_ns`,
+`mono_ns`, durations), pids, `seq`, flow ids, and log-probabilities (floats whose last digits follow the
+CPU's instruction set, not the engine's decisions). Events are ordered per process, in the order each
+process wrote them: a process's own order is the engine's logic, while the interleaving of processes
+follows the OS scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tracer.event import Event
+from tracer.reader import Trace
+
+VOLATILE_ATTRS = frozenset({"wall_ns", "mono_ns", "duration_ms", "logprobs"})
+PROCESS_ORDER = ("engine", "tokenizer_manager", "scheduler", "detokenizer")
+
+
+def normalize_event(ev: Event) -> dict[str, Any]:
+    rec: dict[str, Any] = {"proc": ev.proc, "name": ev.name}
+    if ev.ph != "i":
+        rec["ph"] = ev.ph
+    if ev.round is not None:
+        rec["round"] = ev.round
+    if ev.rid is not None:
+        rec["rid"] = ev.rid
+    if ev.rids is not None:
+        rec["rids"] = list(ev.rids)
+    attrs = {k: v for k, v in ev.attrs.items() if k not in VOLATILE_ATTRS}
+    if attrs:
+        rec["attrs"] = attrs
+    return rec
+
+
+def normalize(trace: Trace) -> list[dict[str, Any]]:
+    """Every event, normalized, grouped by process (engine, tokenizer manager, scheduler, detokenizer)."""
+    def key(ev: Event) -> tuple:
+        rank = PROCESS_ORDER.index(ev.proc) if ev.proc in PROCESS_ORDER else len(PROCESS_ORDER)
+        return rank, ev.proc, ev.file, ev.line
+
+    return [normalize_event(ev) for ev in sorted(trace.events, key=key)]
+
+
+def event_line(rec: dict[str, Any]) -> str:
+    """One normalized event as one line of text: `proc round name rid {attrs}`, stable for diffs."""
+    head = [rec["proc"], f"r{rec['round']}" if "round" in rec else "-", rec["name"] + (f"/{rec['ph']}" if "ph" in rec else "")]
+    if "rid" in rec:
+        head.append(rec["rid"])
+    if "rids" in rec:
+        head.append("[" + ",".join(rec["rids"]) + "]")
+    attrs = rec.get("attrs")
+    tail = " " + json.dumps(attrs, ensure_ascii=False, sort_keys=True, separators=(",", ":")) if attrs else ""
+    return " ".join(head) + tail
+
+
+def summary_text(trace: Trace) -> str:
+    """The normalized trace, one event per line: what a scenario's golden file holds."""
+    return "".join(event_line(rec) + "\n" for rec in normalize(trace))
