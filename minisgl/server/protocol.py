@@ -75,6 +75,7 @@ class SamplingRequest(RequestModel):
     user: str | None = None
     ignore_eos: bool | None = None
     skip_special_tokens: bool | None = None
+    rid: str | None = Field(default=None, min_length=1, max_length=256)  # SGLang's: the client names its request
 
     @field_validator("top_k")
     @classmethod

@@ -49,7 +49,8 @@ class OpenAIServingBase:
         raise NotImplementedError
 
     def _new_rid(self, request: Any) -> str:
-        return uuid.uuid4().hex
+        """The client's `rid` (SGLang's extension: scenarios and lessons name requests R1, R2), else a fresh one."""
+        return getattr(request, "rid", None) or uuid.uuid4().hex
 
     def _validate_request(self, request: Any) -> None:
         model = getattr(request, "model", None)
