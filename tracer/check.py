@@ -198,7 +198,7 @@ def check_replay(trace: Trace) -> list[str]:
         if state.kv_size is not None:
             facts.append(("free_slots", state.free_slots, ev.get("free_slots")))
         for name, mine, theirs in facts:
-            if name in ev.attrs and mine != theirs:  # a null the engine wrote is a fact too (no chunked request)
+            if name in ev.attrs and mine != theirs:  # a null is a claim too (nothing chunked)
                 out.append(f"round {ev.round}: {name}: replay says {_short(mine)}, sched.round_end says "
                            f"{_short(theirs)} ({ev.where})")
         owned_by_tree, in_tree = set(state.slots_of(TREE)), tree_slots(state.tree)

@@ -37,6 +37,7 @@ def normalize_event(ev: Event) -> dict[str, Any]:
 
 def normalize(trace: Trace) -> list[dict[str, Any]]:
     """Every event, normalized, grouped by process (engine, tokenizer manager, scheduler, detokenizer)."""
+
     def key(ev: Event) -> tuple:
         rank = PROCESS_ORDER.index(ev.proc) if ev.proc in PROCESS_ORDER else len(PROCESS_ORDER)
         return rank, ev.proc, ev.file, ev.line
@@ -46,7 +47,11 @@ def normalize(trace: Trace) -> list[dict[str, Any]]:
 
 def event_line(rec: dict[str, Any]) -> str:
     """One normalized event as one line of text: `proc round name rid {attrs}`, stable for diffs."""
-    head = [rec["proc"], f"r{rec['round']}" if "round" in rec else "-", rec["name"] + (f"/{rec['ph']}" if "ph" in rec else "")]
+    head = [
+        rec["proc"],
+        f"r{rec['round']}" if "round" in rec else "-",
+        rec["name"] + (f"/{rec['ph']}" if "ph" in rec else ""),
+    ]
     if "rid" in rec:
         head.append(rec["rid"])
     if "rids" in rec:

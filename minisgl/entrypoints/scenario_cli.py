@@ -8,18 +8,32 @@ import time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("scenario", help="run the course's worked examples on the real engine, traced",
-                       description="Named, reproducible runs of the real engine, one concept each. Each writes a "
-                                   "level-3 trace and says which round and request to look at.")
+    p = sub.add_parser(
+        "scenario",
+        help="run the course's worked examples on the real engine, traced",
+        description="Named, reproducible runs of the real engine, one concept each. Each writes a "
+        "level-3 trace and says which round and request to look at.",
+    )
     s = p.add_subparsers(dest="scenario_command", metavar="COMMAND")
-    ls = s.add_parser("list", help="list the scenarios", description="List every scenario with what it teaches.")
+    ls = s.add_parser(
+        "list", help="list the scenarios", description="List every scenario with what it teaches."
+    )
     ls.set_defaults(func=run_list)
-    r = s.add_parser("run", help="run one scenario and write its trace",
-                     description="Run a scenario on the bundled model (float32, greedy) and write its trace.")
+    r = s.add_parser(
+        "run",
+        help="run one scenario and write its trace",
+        description="Run a scenario on the bundled model (float32, greedy) and write its trace.",
+    )
     r.add_argument("name", help="the scenario (see `minisgl scenario list`)")
-    r.add_argument("--trace", dest="trace_dir", default=None,
-                   help="trace folder (default: ./minisgl-scenario-NAME-YYYYmmdd-HHMMSS)")
-    r.add_argument("--replay", action="store_true", help="open the replay app on the trace when the run is done")
+    r.add_argument(
+        "--trace",
+        dest="trace_dir",
+        default=None,
+        help="trace folder (default: ./minisgl-scenario-NAME-YYYYmmdd-HHMMSS)",
+    )
+    r.add_argument(
+        "--replay", action="store_true", help="open the replay app on the trace when the run is done"
+    )
     r.set_defaults(func=run_one)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -46,14 +60,20 @@ def run_one(args: argparse.Namespace) -> int:
         print(f"minisgl scenario run: error: {e.args[0]}", file=sys.stderr)
         return 2
     trace_dir = args.trace_dir or f"minisgl-scenario-{sc.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    print(f"scenario {sc.name}: {sc.title}\n  teaches: {sc.teaches}\n  running on the bundled model "
-          f"({'a real server' if sc.server else 'the offline engine'}, float32, greedy) ...", flush=True)
+    print(
+        f"scenario {sc.name}: {sc.title}\n  teaches: {sc.teaches}\n  running on the bundled model "
+        f"({'a real server' if sc.server else 'the offline engine'}, float32, greedy) ...",
+        flush=True,
+    )
     t0 = time.perf_counter()
     outcome = run(sc, trace_dir)
     trace = load_trace(trace_dir)
     problems = check_trace(trace)
-    print(f"  done in {time.perf_counter() - t0:.1f} s: {len(trace.events)} events, {len(trace.rounds())} rounds; "
-          f"trace in {trace_dir} ({'trace check OK' if not problems else f'{len(problems)} check failure(s)'})")
+    print(
+        f"  done in {time.perf_counter() - t0:.1f} s: {len(trace.events)} events, "
+        f"{len(trace.rounds())} rounds; "
+        f"trace in {trace_dir} ({'trace check OK' if not problems else f'{len(problems)} check failure(s)'})"
+    )
     for rid, result in outcome.results.items():
         print("  " + result_line(rid, result))
     look = sc.look_at(trace) if sc.look_at else None
@@ -66,11 +86,16 @@ def run_one(args: argparse.Namespace) -> int:
         print(f"  minisgl trace show {trace_dir} --rid {look.rid}")
         print(f"  minisgl trace export {trace_dir} --view lifecycle --rid {look.rid} --format svg")
         if look.round is not None:
-            print(f"  minisgl trace export {trace_dir} --view round --rid {look.rid} --round {look.round} --format svg")
+            print(
+                f"  minisgl trace export {trace_dir} --view round --rid {look.rid} --round {look.round} "
+                "--format svg"
+            )
     for line in problems:
         print(f"  check: {line}", file=sys.stderr)
     if args.replay:
         from tui.launch import run as replay
 
-        return replay(argparse.Namespace(dir=trace_dir, follow=False, rid=look.rid if look else None, poll=0.5))
+        return replay(
+            argparse.Namespace(dir=trace_dir, follow=False, rid=look.rid if look else None, poll=0.5)
+        )
     return 1 if problems else 0

@@ -37,7 +37,9 @@ class UnknownScenario(LookupError):
 
 def get(name: str) -> Scenario:
     if name not in NAMES:
-        raise UnknownScenario(f"no scenario named {name!r}; `minisgl scenario list` shows the {len(NAMES)} there are")
+        raise UnknownScenario(
+            f"no scenario named {name!r}; `minisgl scenario list` shows the {len(NAMES)} there are"
+        )
     return importlib.import_module(f"minisgl.scenarios.{name}").SCENARIO
 
 

@@ -12,8 +12,12 @@ DONE = {"ignore_eos": True}
 def look_at(trace) -> Look:
     asked = events(trace, "sched.abort_requested")
     done = {ev.rid: ev for ev in events(trace, "sched.finished")}
-    lines = [f"round {ev.round}: abort {ev.rid} while {ev.get('where')}; it finishes in round "
-             f"{done[ev.rid].round} after {done[ev.rid].get('output_len')} token(s)" for ev in asked if ev.rid in done]
+    lines = [
+        f"round {ev.round}: abort {ev.rid} while {ev.get('where')}; it finishes in round "
+        f"{done[ev.rid].round} after {done[ev.rid].get('output_len')} token(s)"
+        for ev in asked
+        if ev.rid in done
+    ]
     return Look(lines, rid="RUN", round=asked[0].round if asked else None)
 
 

@@ -17,15 +17,23 @@ def look_at(trace) -> Look:
         if budget not in seen:
             seen.add(budget)
             lines.append(f"round {ev.round}: {ev.rid} refused on {budget}")
-    return Look(lines, rid=refusals[0].rid if refusals else "B", round=refusals[0].round if refusals else None)
+    return Look(
+        lines, rid=refusals[0].rid if refusals else "B", round=refusals[0].round if refusals else None
+    )
 
 
 SCENARIO = Scenario(
     name="admission_budgets",
     title="Every admission budget says no once",
-    teaches="PrefillAdder.add_one_req: rows, chunk, running requests and KV room, spent candidate by candidate",
+    teaches="PrefillAdder.add_one_req: rows, chunk, running requests and KV room, spent candidate by "
+    "candidate",
     lesson="admission",
-    flags={"max_total_tokens": 48, "max_prefill_tokens": 10, "chunked_prefill_size": 8, "max_running_requests": 3},
+    flags={
+        "max_total_tokens": 48,
+        "max_prefill_tokens": 10,
+        "chunked_prefill_size": 8,
+        "max_running_requests": 3,
+    },
     steps=(
         Submit(0, "A", text=" one two three four five six", max_new_tokens=6, params=DONE),
         Submit(0, "B", text=" red green blue yellow orange purple pink brown", max_new_tokens=6, params=DONE),

@@ -11,17 +11,24 @@ CHUNK = 16
 
 
 def look_at(trace) -> Look:
-    steps = events(trace, "sched.admission", lambda ev: ev.rid == "L" and ev.get("decision") in ("admitted", "chunked"))
-    lines = [f"round {ev.round}: extend_range {ev.get('extend_range')} ({ev.get('decision')})" for ev in steps]
-    lines.append("The chunked rounds sample a token from their last row too, and throw it away: no "
-                 "sched.output_appended follows them.")
+    steps = events(
+        trace, "sched.admission", lambda ev: ev.rid == "L" and ev.get("decision") in ("admitted", "chunked")
+    )
+    lines = [
+        f"round {ev.round}: extend_range {ev.get('extend_range')} ({ev.get('decision')})" for ev in steps
+    ]
+    lines.append(
+        "The chunked rounds sample a token from their last row too, and throw it away: no "
+        "sched.output_appended follows them."
+    )
     return Look(lines, rid="L", round=steps[0].round if steps else None)
 
 
 SCENARIO = Scenario(
     name="chunked_prefill",
     title="A long prompt, a chunk per round",
-    teaches="chunked_req, extend ranges, cache_unfinished_req between chunks, no token from an intermediate chunk",
+    teaches="chunked_req, extend ranges, cache_unfinished_req between chunks, no token from an "
+    "intermediate chunk",
     lesson="chunked-retract-mixed",
     flags={"max_total_tokens": 128, "chunked_prefill_size": CHUNK},
     steps=(Submit(0, "L", chat=QUESTION, max_new_tokens=3, params={"ignore_eos": True}),),

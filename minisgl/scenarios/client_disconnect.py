@@ -23,10 +23,14 @@ def look_at(trace) -> Look:
     done = first(trace, "sched.finished", lambda ev: ev.rid == "LEAVER")
     lines = []
     if error is not None:
-        lines.append(f"the HTTP side saw the client leave: http.error {error.get('status')} ({error.get('message')})")
+        lines.append(
+            f"the HTTP side saw the client leave: http.error {error.get('status')} ({error.get('message')})"
+        )
     if asked is not None and done is not None:
-        lines.append(f"round {asked.round}: the scheduler gets AbortReq while LEAVER is {asked.get('where')}; "
-                     f"round {done.round}: it finishes as abort after {done.get('output_len')} token(s)")
+        lines.append(
+            f"round {asked.round}: the scheduler gets AbortReq while LEAVER is {asked.get('where')}; "
+            f"round {done.round}: it finishes as abort after {done.get('output_len')} token(s)"
+        )
     return Look(lines, rid="LEAVER", round=asked.round if asked else None)
 
 

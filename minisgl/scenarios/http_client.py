@@ -9,14 +9,23 @@ from typing import Any
 import httpx
 
 
-def stream_chat(url: str, rid: str, question: str, max_tokens: int, leave_after: int | None = None) -> dict[str, Any]:
+def stream_chat(
+    url: str, rid: str, question: str, max_tokens: int, leave_after: int | None = None
+) -> dict[str, Any]:
     """POST /v1/chat/completions with stream=True; read every SSE message (or only `leave_after` of them,
     then close the connection as a client that goes away would)."""
-    body = {"messages": [{"role": "user", "content": question}], "max_tokens": max_tokens, "temperature": 0,
-            "stream": True, "rid": rid}
+    body = {
+        "messages": [{"role": "user", "content": question}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "rid": rid,
+    }
     text, chunks = "", 0
-    with httpx.Client(base_url=url, timeout=300) as client, \
-            client.stream("POST", "/v1/chat/completions", json=body) as resp:
+    with (
+        httpx.Client(base_url=url, timeout=300) as client,
+        client.stream("POST", "/v1/chat/completions", json=body) as resp,
+    ):
         if resp.status_code != 200:
             return {"rid": rid, "error": resp.read().decode()}
         for line in resp.iter_lines():

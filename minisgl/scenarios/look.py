@@ -23,8 +23,14 @@ def batches(trace: Trace) -> list[Event]:
 
 def batch_of(trace: Trace, rid: str, mode: str | None = None) -> Event | None:
     """The first batch that holds `rid` (in the given forward mode, if one is given)."""
-    return next((ev for ev in batches(trace)
-                 if rid in (ev.rids or []) and (mode is None or ev.get("forward_mode") == mode)), None)
+    return next(
+        (
+            ev
+            for ev in batches(trace)
+            if rid in (ev.rids or []) and (mode is None or ev.get("forward_mode") == mode)
+        ),
+        None,
+    )
 
 
 def describe_batch(ev: Event) -> str:

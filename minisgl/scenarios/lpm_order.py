@@ -11,7 +11,9 @@ SHARED = " red green blue yellow orange purple"
 
 def look_at(trace) -> Look:
     sorts = events(trace, "sched.queue_sorted", lambda ev: len(ev.get("waiting") or []) > 1)
-    admitted = [ev.rid for ev in events(trace, "sched.admission", lambda ev: ev.get("decision") == "admitted")]
+    admitted = [
+        ev.rid for ev in events(trace, "sched.admission", lambda ev: ev.get("decision") == "admitted")
+    ]
     lines = [f"round {ev.round}: lpm sorted the waiting queue to {ev.get('waiting')}" for ev in sorts[:1]]
     lines.append(f"admission order: {admitted} (Y arrived after X, but shares P's cached prompt)")
     return Look(lines, rid="Y", round=sorts[0].round if sorts else None)
@@ -20,7 +22,8 @@ def look_at(trace) -> Look:
 SCENARIO = Scenario(
     name="lpm_order",
     title="Longest prefix match goes first",
-    teaches="SchedulePolicy.calc_priority under lpm: match_prefix for every waiting request, then a stable sort",
+    teaches="SchedulePolicy.calc_priority under lpm: match_prefix for every waiting request, then a "
+    "stable sort",
     lesson="admission",
     flags={"max_total_tokens": 64, "schedule_policy": "lpm", "max_running_requests": 1},
     steps=(

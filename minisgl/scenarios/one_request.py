@@ -19,11 +19,13 @@ def drive(url: str) -> dict:
 def look_at(trace) -> Look:
     prefill, decode = batch_of(trace, "R1", "EXTEND"), batch_of(trace, "R1", "DECODE")
     sse = events(trace, "http.sse_chunk", lambda ev: ev.rid == "R1")
-    lines = ["R1 crosses every process: http.request_received → tm.tokenized → ipc.send → sched.req_created → "
-             "… → detok.decoded → tm.waiter_woken → http.sse_chunk.",
-             describe_batch(prefill) + ": the whole prompt, one logit row.",
-             describe_batch(decode) + ": one row, one token; the decode rounds repeat until a stop.",
-             f"{len(sse)} SSE message(s) carried the answer back."]
+    lines = [
+        "R1 crosses every process: http.request_received → tm.tokenized → ipc.send → sched.req_created → "
+        "… → detok.decoded → tm.waiter_woken → http.sse_chunk.",
+        describe_batch(prefill) + ": the whole prompt, one logit row.",
+        describe_batch(decode) + ": one row, one token; the decode rounds repeat until a stop.",
+        f"{len(sse)} SSE message(s) carried the answer back.",
+    ]
     return Look(lines, rid="R1", round=prefill.round)
 
 

@@ -13,12 +13,16 @@ LONG = " The quick brown fox jumps over the lazy dog while the cat sleeps on a w
 def look_at(trace) -> Look:
     hit = first(trace, "sched.prefix_matched", lambda ev: ev.rid == "B")
     evicted = events(trace, "cache.evicted")
-    lines = [f"B: match_prefix found {hit.get('prefix_len')} cached token(s) of A's prompt "
-             f"(slots {hit.get('matched_slots')}): round {hit.round} computes only the rest."]
+    lines = [
+        f"B: match_prefix found {hit.get('prefix_len')} cached token(s) of A's prompt "
+        f"(slots {hit.get('matched_slots')}): round {hit.round} computes only the rest."
+    ]
     if evicted:
         ev = evicted[0]
-        lines.append(f"C: round {ev.round} evicts {len(ev.get('slots') or [])} slot(s) from the tree to make room "
-                     f"(least recently used leaves first).")
+        lines.append(
+            f"C: round {ev.round} evicts {len(ev.get('slots') or [])} slot(s) from the tree to make room "
+            f"(least recently used leaves first)."
+        )
     return Look(lines, rid="B", round=hit.round)
 
 

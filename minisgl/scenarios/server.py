@@ -16,18 +16,42 @@ def serve_command(scenario: Scenario, trace_dir: str) -> list[str]:
     args = engine_args(scenario)
     if args["chunked_prefill_size"] is None:
         args["chunked_prefill_size"] = -1  # the flag's way to say "no chunking"
-    flags = [part for key, value in args.items() if value is not None and value is not False
-             for part in ((f"--{key.replace('_', '-')}",) if value is True else
-                          (f"--{key.replace('_', '-')}", str(value)))]
-    return [sys.executable, "-m", "minisgl.cli", "serve", "--port", "0", "--log-level", "warning",
-            "--trace", trace_dir, "--trace-level", str(TRACE_LEVEL), *flags, *scenario.server_flags]
+    flags = [
+        part
+        for key, value in args.items()
+        if value is not None and value is not False
+        for part in (
+            (f"--{key.replace('_', '-')}",) if value is True else (f"--{key.replace('_', '-')}", str(value))
+        )
+    ]
+    return [
+        sys.executable,
+        "-m",
+        "minisgl.cli",
+        "serve",
+        "--port",
+        "0",
+        "--log-level",
+        "warning",
+        "--trace",
+        trace_dir,
+        "--trace-level",
+        str(TRACE_LEVEL),
+        *flags,
+        *scenario.server_flags,
+    ]
 
 
 def run_server(scenario: Scenario, trace_dir: str) -> Outcome:
     from minisgl.entrypoints.demo_cli import _ServerOutput, _stop
 
-    proc = subprocess.Popen(serve_command(scenario, trace_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
+    proc = subprocess.Popen(
+        serve_command(scenario, trace_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
     out = _ServerOutput(proc)
     try:
         out.ready.wait(READY_TIMEOUT)

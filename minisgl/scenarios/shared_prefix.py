@@ -13,7 +13,8 @@ def look_at(trace) -> Look:
     extend, decode = batch_of(trace, "R2", "EXTEND"), batch_of(trace, "R2", "DECODE")
     lines = [
         "R0 ran alone first: its three tokens stay in the radix cache when it finishes.",
-        describe_batch(extend) + ": R1's six rows at positions 0-5, then R2's three new rows at positions 3-5 "
+        describe_batch(extend)
+        + ": R1's six rows at positions 0-5, then R2's three new rows at positions 3-5 "
         "(its first three come from R0's cached slots); only each request's last row gives logits.",
         describe_batch(decode) + ": one row each, at position 6.",
     ]
@@ -24,7 +25,7 @@ SCENARIO = Scenario(
     name="shared_prefix",
     title="Two requests, one EXTEND of nine rows",
     teaches="positions are logical, out_cache_loc is storage; a cached prefix is read, not recomputed; "
-            "one logit row per request",
+    "one logit row per request",
     lesson="batch-rows",
     flags={"max_total_tokens": 64, "chunked_prefill_size": -1},
     steps=(

@@ -54,22 +54,30 @@ def test_admission_budgets_refuse_in_turn(scenario_runs):
     first_refusals = {}
     for ev in events(trace, "sched.admission", lambda ev: ev.get("decision") == "refused"):
         first_refusals.setdefault(ev.get("budget"), (ev.round, ev.rid))
-    assert first_refusals == {"max_prefill_tokens": (1, "B"), "chunked_prefill_size": (2, "C"),
-                              "max_running_requests": (3, "D"), "kv_cache": (10, "E")}
+    assert first_refusals == {
+        "max_prefill_tokens": (1, "B"),
+        "chunked_prefill_size": (2, "C"),
+        "max_running_requests": (3, "D"),
+        "kv_cache": (10, "E"),
+    }
 
 
 def test_lpm_puts_the_longest_cached_prefix_first(scenario_runs):
     trace = scenario_runs("lpm_order").trace
     assert [ev.get("waiting") for ev in events(trace, "sched.queue_sorted")][:2] == [["P"], ["Y", "X"]]
-    admitted = [ev.rid for ev in events(trace, "sched.admission", lambda ev: ev.get("decision") == "admitted")]
+    admitted = [
+        ev.rid for ev in events(trace, "sched.admission", lambda ev: ev.get("decision") == "admitted")
+    ]
     assert admitted == ["P", "Y", "X"]
     assert first(trace, "sched.prefix_matched", lambda ev: ev.rid == "Y").get("prefix_len") == 6
 
 
 def test_chunked_prefill_ranges_and_no_token_from_a_chunk(scenario_runs):
     trace = scenario_runs("chunked_prefill").trace
-    steps = [(ev.round, ev.get("decision"), ev.get("extend_range"))
-             for ev in events(trace, "sched.admission", lambda ev: ev.rid == "L")]
+    steps = [
+        (ev.round, ev.get("decision"), ev.get("extend_range"))
+        for ev in events(trace, "sched.admission", lambda ev: ev.rid == "L")
+    ]
     assert steps == [(1, "chunked", [0, 16]), (2, "chunked", [16, 32]), (3, "admitted", [32, 41])]
     appended = [ev.round for ev in events(trace, "sched.output_appended", lambda ev: ev.rid == "L")]
     assert appended == [3, 4, 5]
@@ -83,8 +91,9 @@ def test_retraction_victim_and_resume(scenario_runs, base_engine):
     back = first(ran.trace, "sched.admission", lambda ev: ev.rid == "A" and ev.round > 21)
     assert (back.round, back.get("extend_range")) == (22, [4, 23])
     # A resumes with the same tokens it gives alone, in a pool big enough for it
-    alone = base_engine.fork(max_total_tokens=64).generate(" one two three four", {"max_new_tokens": 20,
-                                                            "temperature": 0, "ignore_eos": True})
+    alone = base_engine.fork(max_total_tokens=64).generate(
+        " one two three four", {"max_new_tokens": 20, "temperature": 0, "ignore_eos": True}
+    )
     assert ran.outcome.results["A"]["output_ids"] == alone["output_ids"]
 
 
@@ -92,13 +101,22 @@ def test_mixed_rounds_carry_the_running_decode_rows(scenario_runs):
     trace = scenario_runs("mixed_round").trace
     mixed = [ev for ev in batches(trace) if ev.get("forward_mode") == "MIXED"]
     assert [(ev.round, ev.rids, ev.get("extend_lens"), ev.get("decoding_rids")) for ev in mixed] == [
-        (3, ["B", "A"], [4, 1], ["A"]), (4, ["B", "A"], [2, 1], ["A"])]
+        (3, ["B", "A"], [4, 1], ["A"]),
+        (4, ["B", "A"], [2, 1], ["A"]),
+    ]
 
 
 def test_stream_interval_hold_back_and_stop_trimming(scenario_runs):
     ran = scenario_runs("stream_detok")
-    sends = events(ran.trace, "ipc.send", lambda ev: ev.get("msg") == "BatchTokenIDOutput" and "ZH" in ev.rids)
-    assert [len(ev.get("output_ids")[ev.rids.index("ZH")]) for ev in sends] == [1, 2, 3, 2]  # tokens 1, 3, 6, 8
+    sends = events(
+        ran.trace, "ipc.send", lambda ev: ev.get("msg") == "BatchTokenIDOutput" and "ZH" in ev.rids
+    )
+    assert [len(ev.get("output_ids")[ev.rids.index("ZH")]) for ev in sends] == [
+        1,
+        2,
+        3,
+        2,
+    ]  # tokens 1, 3, 6, 8
     assert events(ran.trace, "detok.decoded", lambda ev: ev.rid == "ZH" and ev.get("held_back_tokens"))
     assert ran.outcome.results["ZH"]["text"] == "首都。\n\n"
     stop = ran.outcome.results["STOP"]
@@ -109,8 +127,11 @@ def test_aborts_while_waiting_and_while_running(scenario_runs):
     ran = scenario_runs("abort")
     asked = {ev.rid: (ev.round, ev.get("where")) for ev in events(ran.trace, "sched.abort_requested")}
     assert asked == {"WAIT": (3, "waiting"), "RUN": (4, "running")}
-    finished = {ev.rid: (ev.round, ev.get("output_len")) for ev in events(ran.trace, "sched.finished")
-                if ev.get("finish_reason")["type"] == "abort"}
+    finished = {
+        ev.rid: (ev.round, ev.get("output_len"))
+        for ev in events(ran.trace, "sched.finished")
+        if ev.get("finish_reason")["type"] == "abort"
+    }
     assert finished == {"WAIT": (3, 0), "RUN": (4, 4)}
     assert ran.outcome.results["LATER"]["finish_reason"]["type"] == "length"
 
@@ -118,8 +139,10 @@ def test_aborts_while_waiting_and_while_running(scenario_runs):
 def test_context_limit_refuses_and_clamps(scenario_runs):
     ran = scenario_runs("context_limit")
     assert ran.outcome.results["TOO_LONG"]["error"] == (
-        "the prompt has 40 tokens, but at most 31 fit: the limit is 32 tokens (context length 32, KV cache 64 "
-        "slots) and one output token needs room")
+        "the prompt has 40 tokens, but at most 31 fit: the limit is 32 tokens (context length 32, "
+        "KV cache 64 "
+        "slots) and one output token needs room"
+    )
     clamped = ran.outcome.results["CLAMPED"]
     assert len(clamped["output_ids"]) == 22 and "clamped to 22" in clamped["warning"]
 

@@ -17,7 +17,9 @@ from tracer.normalize import summary_text
 pytestmark = pytest.mark.slow
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
-UPDATE = os.environ.get("MINISGL_UPDATE_GOLDENS") == "1"  # see tests/README.md: read the diff before committing
+UPDATE = (
+    os.environ.get("MINISGL_UPDATE_GOLDENS") == "1"
+)  # see tests/README.md: read the diff before committing
 
 
 def test_there_are_at_least_twelve_each_named_after_its_concept(capsys):
@@ -61,7 +63,9 @@ async def test_the_replay_app_opens_on_the_scenario_trace(scenario_runs, name):
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("end")
         await pilot.pause()
-        frame = app.frame()  # End: the last event the app shows (the request's own last one, as it follows it)
+        frame = (
+            app.frame()
+        )  # End: the last event the app shows (the request's own last one, as it follows it)
         assert app.rid == look.rid and frame.state is not None
         assert frame.event.index == ran.trace.by_rid(look.rid)[-1].index
 
@@ -71,7 +75,9 @@ def test_run_prints_where_to_look_and_the_commands(base_engine, tmp_path, capsys
     import minisgl.scenarios.driver as driver
 
     real_run = driver.run
-    monkeypatch.setattr(driver, "run", lambda sc, folder, loaded=None: real_run(sc, folder, loaded=base_engine))
+    monkeypatch.setattr(
+        driver, "run", lambda sc, folder, loaded=None: real_run(sc, folder, loaded=base_engine)
+    )
     assert main(["scenario", "run", "shared_prefix", "--trace", str(tmp_path / "t")]) == 0
     out = capsys.readouterr().out
     assert "trace check OK" in out and "what to look at:" in out

@@ -23,7 +23,9 @@ GREEDY = {"max_new_tokens": NEW_TOKENS, "ignore_eos": True, "temperature": 0}
 def engine_bf16():
     import minisgl
 
-    engine = minisgl.Engine(max_total_tokens=4096)  # every default: bfloat16 on the cpu, kernels where they build
+    engine = minisgl.Engine(
+        max_total_tokens=4096
+    )  # every default: bfloat16 on the cpu, kernels where they build
     assert engine.model_runner.dtype == torch.bfloat16
     yield engine
     engine.shutdown()
@@ -33,20 +35,28 @@ def engine_bf16():
 def hf_answers_bf16(bundled_source, chat_prompt_ids):
     from transformers import AutoModelForCausalLM
 
-    hf = AutoModelForCausalLM.from_pretrained(str(bundled_source.path.parent), gguf_file=bundled_source.path.name,
-                                              dtype=torch.bfloat16).eval()
+    hf = AutoModelForCausalLM.from_pretrained(
+        str(bundled_source.path.parent), gguf_file=bundled_source.path.name, dtype=torch.bfloat16
+    ).eval()
     answers = []
     for prompt in chat_prompt_ids:
         ids = torch.tensor([prompt])
         with torch.inference_mode():
-            out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
-                              eos_token_id=None, pad_token_id=2)
-        answers.append(out[0, len(prompt):].tolist())
+            out = hf.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=NEW_TOKENS,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=2,
+            )
+        answers.append(out[0, len(prompt) :].tolist())
     return answers
 
 
-def test_bf16_greedy_parts_from_transformers_bf16_only_at_near_ties(engine_bf16, hf_answers_bf16, hf_model_fp32,
-                                                                   chat_prompt_ids):
+def test_bf16_greedy_parts_from_transformers_bf16_only_at_near_ties(
+    engine_bf16, hf_answers_bf16, hf_model_fp32, chat_prompt_ids
+):
     results = engine_bf16.generate(input_ids=chat_prompt_ids, sampling_params=GREEDY)
     equal = 0
     for prompt, result, theirs in zip(chat_prompt_ids, results, hf_answers_bf16):
@@ -58,8 +68,9 @@ def test_bf16_greedy_parts_from_transformers_bf16_only_at_near_ties(engine_bf16,
         with torch.inference_mode():
             logits = hf_model_fp32(torch.tensor([prompt + ours[:k]])).logits[0, -1].float()
         best_two = set(logits.topk(2).indices.tolist())
-        assert {ours[k], theirs[k]} == best_two, f"token {k}: {ours[k]} vs {theirs[k]} are not float32's best two"
+        assert {ours[k], theirs[k]} == best_two, (
+            f"token {k}: {ours[k]} vs {theirs[k]} are not float32's best two"
+        )
         gap = abs(float(logits[ours[k]] - logits[theirs[k]]))
         assert gap < NEAR_TIE, f"token {k}: parted {gap:.3f} apart in float32, not a near-tie"
     assert equal >= 1  # a bf16 path broken outright would part at once on every prompt
-

@@ -10,8 +10,13 @@ from tracer.reader import load_trace
 
 
 def test_chat_completion_keeps_the_clients_rid(client, model, server, http):
-    reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=2,
-                                           temperature=0, extra_body={"rid": "lesson-chat-R1"})
+    reply = client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "Hi"}],
+        max_tokens=2,
+        temperature=0,
+        extra_body={"rid": "lesson-chat-R1"},
+    )
     assert reply.id == "chatcmpl-lesson-chat-R1"
     wait_drained(http)
     deadline = time.monotonic() + 30
@@ -25,13 +30,16 @@ def test_chat_completion_keeps_the_clients_rid(client, model, server, http):
 
 
 def test_completion_keeps_the_clients_rid(client, model):
-    reply = client.completions.create(model=model, prompt="Once upon", max_tokens=2, temperature=0,
-                                      extra_body={"rid": "lesson-cmpl-R2"})
+    reply = client.completions.create(
+        model=model, prompt="Once upon", max_tokens=2, temperature=0, extra_body={"rid": "lesson-cmpl-R2"}
+    )
     assert reply.id == "cmpl-lesson-cmpl-R2"
 
 
 def test_an_empty_rid_is_refused(http, model):
-    resp = http.post("/v1/chat/completions", json={"model": model, "rid": "", "max_tokens": 1,
-                                                  "messages": [{"role": "user", "content": "Hi"}]})
+    resp = http.post(
+        "/v1/chat/completions",
+        json={"model": model, "rid": "", "max_tokens": 1, "messages": [{"role": "user", "content": "Hi"}]},
+    )
     assert resp.status_code == 400
     assert resp.json()["error"]["param"] == "rid"

@@ -34,8 +34,13 @@ def live_state(scheduler) -> dict:
 
 
 def replayed_state(state) -> dict:
-    return {"waiting": state.waiting, "running": state.running, "chunked": state.chunked,
-            "free": state.free_slots, "tree": nested(state.tree)}
+    return {
+        "waiting": state.waiting,
+        "running": state.running,
+        "chunked": state.chunked,
+        "free": state.free_slots,
+        "tree": nested(state.tree),
+    }
 
 
 def drive(engine, arrivals: list[Arrival]) -> LiveRun:

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.slow
 PARAMS = {"max_new_tokens": 3, "ignore_eos": True, "temperature": 0.0}
 # 10 KV slots and 4-token chunks force a chunk, a retraction and an eviction
 TIGHT = {"max_total_tokens": 10, "chunked_prefill_size": 4, "max_running_requests": 4}
-TIGHT_ARRIVALS = [Arrival(0, [("req-a", [10, 11, 12, 13, 14, 15], PARAMS), ("req-b", [10, 11, 12, 13, 20], PARAMS)])]
+TIGHT_ARRIVALS = [
+    Arrival(0, [("req-a", [10, 11, 12, 13, 14, 15], PARAMS), ("req-b", [10, 11, 12, 13, 20], PARAMS)])
+]
 
 
 @pytest.fixture(scope="module")
@@ -101,14 +103,16 @@ def test_replay_equals_the_live_scheduler_under_lpm(base_engine, tmp_path):
     shared = [10, 11, 12, 13, 14, 15, 16, 17]
     try:
         live = drive(engine, [Arrival(0, [("req-p", shared, PARAMS)]),
-                              Arrival(99, [("req-x", [40, 41, 42, 43], PARAMS), ("req-y", [*shared, 50], PARAMS)])])
+                              Arrival(99, [("req-x", [40, 41, 42, 43], PARAMS),
+                                           ("req-y", [*shared, 50], PARAMS)])])
     finally:
         engine.shutdown()
     trace = load_trace(tmp_path)
     assert check_trace(trace) == []
     sorted_queues = [ev.get("waiting") for ev in trace.events if ev.name == "sched.queue_sorted"]
     assert ["req-y", "req-x"] in sorted_queues
-    admitted = [ev.rid for ev in trace.events if ev.name == "sched.admission" and ev.get("decision") == "admitted"]
+    admitted = [ev.rid for ev in trace.events
+                if ev.name == "sched.admission" and ev.get("decision") == "admitted"]
     assert admitted == ["req-p", "req-y", "req-x"]
     assert_replay_is_live(trace, live)
 
@@ -174,4 +178,5 @@ def test_check_reports_a_deleted_event_as_a_gap_in_seq(run, broken):
         records.remove(rec)
 
     failures = check_trace(load_trace(broken(folder, delete)))
-    assert failures == [f"seq: {name}:{line}: {after['name']} has seq {rec['seq'] + 1}: 1 event(s) missing before it"]
+    assert failures == [f"seq: {name}:{line}: {after['name']} has seq {rec['seq'] + 1}: "
+                        "1 event(s) missing before it"]
