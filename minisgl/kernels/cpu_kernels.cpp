@@ -327,11 +327,12 @@ void greedy_sample(const float* logits, int64_t* ids, float* logprobs, int64_t r
     }
     for (int64_t i = body; i < vocab; ++i)
       if (x[i] > top) top = x[i], best = i;
-    float sum = 0.f;
+    // a float sum of 49k terms drifts by 1e-5 and its lanes' order follows the CPU; a double sum does not
+    double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < vocab; ++i) sum += exp_approx(x[i] - top);
+    for (int64_t i = 0; i < vocab; ++i) sum += static_cast<double>(exp_approx(x[i] - top));
     ids[r] = best;
-    logprobs[r] = -std::log(sum);
+    logprobs[r] = static_cast<float>(-std::log(sum));
   }
 }
 
