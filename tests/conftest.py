@@ -82,9 +82,11 @@ def base_engine():
 
 
 @pytest.fixture(scope="session")
-def runner_fp32(bundled_source, model_config):
+def runner_fp32(base_engine, bundled_source, model_config):
+    """A float32 ModelRunner of its own (pools, attention backend) on the base Engine's loaded weights."""
     from minisgl.model_executor.model_runner import ModelRunner
     from minisgl.server_args import ServerArgs
 
     return ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", max_total_tokens=4096,
-                                                                max_running_requests=16))
+                                                                max_running_requests=16),
+                       model=base_engine.model_runner.model)
