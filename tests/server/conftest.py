@@ -1,5 +1,6 @@
 """Server fixtures: one real `minisgl serve` subprocess shared by the session (float32, traced, with an API
-key), and the offline Engine with the same flags, whose greedy answers the server must reproduce."""
+key), and the offline Engine with the same flags (a fork of the session's base Engine), whose greedy answers
+the server must reproduce."""
 
 from __future__ import annotations
 
@@ -157,7 +158,7 @@ class OneThreadEngine:
 
 
 @pytest.fixture(scope="session")
-def engine() -> OneThreadEngine:
-    from minisgl.entrypoints.engine import Engine
-
-    return OneThreadEngine(Engine(**ENGINE_FLAGS))
+def engine(base_engine) -> OneThreadEngine:
+    """The session's float32 Engine forked with the server's flags: the same weights, no second load (fork
+    refuses a dtype other than the base Engine's, so ENGINE_FLAGS' float32 is checked, not assumed)."""
+    return OneThreadEngine(base_engine.fork(**ENGINE_FLAGS))
