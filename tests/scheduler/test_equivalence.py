@@ -59,13 +59,20 @@ RETRACT_PROMPTS = ["The history of the Roman empire", "A recipe for bread:", "De
 RETRACT_PARAMS = {"max_new_tokens": 40, "temperature": 0, "ignore_eos": True}
 
 
+@pytest.fixture(scope="module")
+def roomy_outputs(base_engine) -> list[list[int]]:
+    """The retraction prompts' tokens in a pool big enough that nothing is retracted (once for every case)."""
+    roomy = base_engine.fork()
+    outs = [o["output_ids"] for o in roomy.generate(RETRACT_PROMPTS, RETRACT_PARAMS)]
+    assert roomy.scheduler.num_retracted == 0
+    return outs
+
+
 @pytest.mark.parametrize("flags", [dict(max_total_tokens=120), dict(max_total_tokens=120, chunked_prefill_size=8),
                                    dict(max_total_tokens=120, disable_radix_cache=True)])
-def test_retracted_requests_resume_with_the_same_tokens(base_engine, flags):
-    roomy = base_engine.fork()
-    expected = [o["output_ids"] for o in roomy.generate(RETRACT_PROMPTS, RETRACT_PARAMS)]
+def test_retracted_requests_resume_with_the_same_tokens(base_engine, roomy_outputs, flags):
     tight = base_engine.fork(**flags)
     got = [o["output_ids"] for o in tight.generate(RETRACT_PROMPTS, RETRACT_PARAMS)]
     assert tight.scheduler.num_retracted > 0, "the pool must be small enough to force a retraction"
-    assert got == expected
+    assert got == roomy_outputs
     assert_no_leak(tight)
