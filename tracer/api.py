@@ -71,6 +71,7 @@ class Tracer:
         path = folder / f"{process}-{os.getpid()}.jsonl"
         self._file = open(path, "a", encoding="utf-8", buffering=1 << 16)
         self.process, self.level, self.enabled = process, level, True
+        self.round = None  # a new trace starts before any round (an earlier engine in this process left its own)
         self._seq, self._flow, self._pid = itertools.count(), itertools.count(1), os.getpid()
         # both clocks at one instant, shared with the child processes: the reader aligns monotonic time with it
         wall_ns, mono_ns = clock_anchor()
