@@ -62,7 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     + "; dot, svg, png, mermaid: a diagram of --view (svg and png need "
                                       "Graphviz's `dot` program).",
                         epilog="Views: lifecycle (one request across processes and rounds), round (a round's "
-                               "batch, a row per token), kv (the KV pool's slots), radix (the radix tree). "
+                               "batch, a row per token), kv (the KV pool's slots), radix (the radix tree), "
+                               "admission (a round's PrefillAdder: each candidate against each budget; --rid "
+                               "optional). "
                                "Example: minisgl trace export DIR --view lifecycle --rid RID --format svg")
     e.add_argument("dir", help="the trace folder")
     e.add_argument("--format", choices=sorted(EXPORT_FORMATS) + list(FORMATS), default=None,
@@ -72,9 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--rid", help="the request to follow (a unique prefix will do)")
     e.add_argument("--round", type=int, default=None,
                    help="round, kv, radix: the round to draw (default: the request's first round, or the "
-                        "last); lifecycle: a round to draw in full and outline")
+                        "last); admission: the round to draw (default: the first round with admission events, "
+                        "for --rid the first it waited in); lifecycle: a round to draw in full and outline")
     e.add_argument("--all-rounds", action="store_true",
-                   help="lifecycle: do not fold runs of decode rounds; round, kv, radix: draw every round")
+                   help="lifecycle: do not fold runs of decode rounds; round, kv, radix: draw every round; "
+                        "admission: every round with admission events")
     e.add_argument("-o", "--output",
                    help="the file to write; '-' for stdout (default: DIR/trace<suffix>, or "
                         "DIR/<view>[-RID][-roundN].<dot|svg|png|mmd>)")

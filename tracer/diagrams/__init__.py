@@ -1,5 +1,6 @@
 """Diagrams of a trace: one request's lifecycle across processes and rounds, a round's batch, the KV
-pool and the radix tree, as Graphviz DOT (and SVG/PNG through the `dot` program) or Mermaid text.
+pool, the radix tree and a round's admission, as Graphviz DOT (and SVG/PNG through the `dot` program)
+or Mermaid text.
 
     from tracer.reader import load_trace
     from tracer.diagrams import render_diagram, write_diagram
@@ -20,9 +21,9 @@ from tracer.diagrams.graph import Graph
 from tracer.diagrams.graphviz import GraphvizMissing, dot_program
 from tracer.reader import Trace
 
-VIEWS = ("lifecycle", "round", "kv", "radix")
+VIEWS = ("lifecycle", "round", "kv", "radix", "admission")
 FORMATS = ("dot", "svg", "png", "mermaid")
-MERMAID_VIEWS = ("lifecycle", "radix")
+MERMAID_VIEWS = ("lifecycle", "radix", "admission")
 SUFFIX = {"dot": ".dot", "svg": ".svg", "png": ".png", "mermaid": ".mmd"}
 
 __all__ = [
@@ -45,7 +46,8 @@ def _check(view: str, fmt: str, round: int | None, all_rounds: bool) -> None:
     if fmt not in FORMATS:
         raise DiagramError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if fmt == "mermaid" and view not in MERMAID_VIEWS:
-        raise DiagramError(f"the {view} view has no mermaid form (mermaid draws {' and '.join(MERMAID_VIEWS)}); "
+        drawn = ", ".join(MERMAID_VIEWS[:-1]) + " and " + MERMAID_VIEWS[-1]
+        raise DiagramError(f"the {view} view has no mermaid form (mermaid draws {drawn}); "
                            "use --format dot, svg or png")
     if round is not None and all_rounds:
         raise DiagramError("give --round N or --all-rounds, not both")
@@ -64,6 +66,11 @@ def build_graph(trace: Trace, view: str, rid: str | None = None, round: int | No
         if round is not None:
             select.pick_round(trace, full, round)  # only checks that the trace has it
         return lifecycle_view(trace, full, round, all_rounds)
+    if view == "admission":
+        from tracer.diagrams.admission_table import admission_graph
+
+        rounds = select.admissions(trace, rid, round, all_rounds)
+        return admission_graph(trace, rounds, select.resolve_rid(trace, rid))
     full = select.resolve_rid(trace, rid)
     n = select.pick_round(trace, full, None if all_rounds else round)
     if all_rounds:
@@ -94,6 +101,10 @@ def _mermaid(trace: Trace, view: str, rid: str | None, round: int | None, all_ro
         if round is not None:
             select.pick_round(trace, full, round)
         return lifecycle_mermaid(lifecycle(trace, full, all_rounds, keep=round))
+    if view == "admission":
+        from tracer.diagrams.admission_table import admission_mermaid
+
+        return admission_mermaid(select.admissions(trace, rid, round, all_rounds))
     from tracer.diagrams.radix_tree import radix_picture
 
     full = select.resolve_rid(trace, rid)
@@ -108,7 +119,8 @@ def render_diagram(trace: Trace, view: str, fmt: str, rid: str | None = None, ro
     """The diagram as text (dot, mermaid) or image bytes (svg, png).
 
     view: lifecycle (needs a request: `rid`, or the trace's only one), round, kv or radix (these draw
-    `round`, by default the request's first round, or the trace's last round without a request).
+    `round`, by default the request's first round, or the trace's last round without a request), or
+    admission (`round`, by default the first round the request, or any request, waited for admission).
     all_rounds: lifecycle draws every decode round instead of folding long runs; the others draw every
     round. Raises DiagramError (a TraceError) with a one-line reason; GraphvizMissing for svg/png
     without Graphviz's `dot` program.

@@ -71,3 +71,30 @@ def replayed_rounds(trace: Trace, upto: int) -> list[RoundState]:
     """The states of every round up to and including `upto`, in order."""
     ended = {s.round: s for s in replay(trace)}
     return [ended[n] if n in ended else round_state(trace, n) for n in trace.rounds() if n <= upto]
+
+
+def admissions(trace: Trace, rid: str | None, round: int | None, all_rounds: bool) -> list:
+    """The admission view's rounds: `round`; every round with admission events (all_rounds); else the first
+    round that looked at the request, or the first with any admission event. Schema 2 traces only."""
+    from tracer.admission import NAMES, PredatesBudgets, admission_of, admission_rounds, require_budgets
+
+    try:
+        require_budgets(trace)
+    except PredatesBudgets as e:
+        raise DiagramError(str(e)) from None
+    if round is not None:
+        return [admission_of(trace, pick_round(trace, None, round))]
+    rounds = admission_rounds(trace)
+    if not rounds:
+        raise DiagramError("no round of this trace has admission events (nothing ever waited for a batch)")
+    if all_rounds:
+        return [admission_of(trace, n) for n in rounds]
+    full = resolve_rid(trace, rid)
+    if full is not None:
+        mine = [n for n in rounds if any(ev.name in NAMES and full in (*ev.all_rids, *(ev.get("waiting") or []),
+                                                                       *(ev.get("not_considered") or []))
+                                         for ev in trace.events_in_round(n))]
+        if not mine:
+            raise DiagramError(f"request {short_rid(full)} never waited for admission; give --round N")
+        rounds = mine
+    return [admission_of(trace, rounds[0])]

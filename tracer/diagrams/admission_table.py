@@ -1,0 +1,189 @@
+"""The admission view: one round's PrefillAdder as a table — the budgets it started with, then each candidate
+in the order considered with its needs, every budget before → after and the decision, the budget that
+refused it (or cut its chunk) filled in colour; then the requests it never looked at. Mermaid draws the
+same as a flowchart of candidate → decision nodes, since Mermaid has no table."""
+
+from __future__ import annotations
+
+import json
+
+from tracer.admission import (
+    AdderPass,
+    Candidate,
+    RoundAdmission,
+    Skipped,
+    cell,
+    num,
+    reserved_formula,
+    start_lines,
+)
+from tracer.check_admission import BUDGETS
+from tracer.diagrams.dot import html_text, visible
+from tracer.diagrams.graph import Edge, Graph, Html, Node
+from tracer.diagrams.text import rid_colors
+from tracer.fmt import short_rid
+from tracer.reader import Trace
+
+COLUMNS = ("#", "request", "source", "extend", "future", "locked", *BUDGETS, "decision")
+# the deciding cell is filled and framed, so it stands out from the request colours too
+REFUSED_ROW, REFUSED_CELL, REFUSED_LINE = "#fee5d9", "#fc9272", "#cb181d"
+CHUNKED_ROW, CHUNKED_CELL, CHUNKED_LINE = "#fff5eb", "#fdae6b", "#d94801"
+ADMITTED = "#e5f5e0"
+TITLE = ("Admission: the PrefillAdder's budgets, candidate by candidate (each budget before → after).\n"
+         "Red: refused, the budget that refused it filled; orange: chunked, the budget that cut the chunk filled")
+
+
+def _td(text: str, bg: str | None = None, bold: bool = False, span: int = 1, left: bool = False,
+        frame: str | None = None) -> str:
+    attrs = (f' COLSPAN="{span}"' if span > 1 else "") + (f' BGCOLOR="{bg}"' if bg else "") + (
+        ' ALIGN="LEFT"' if left else "") + (f' BORDER="2" COLOR="{frame}"' if frame else "")
+    body = html_text(text) or " "
+    return f"<TD{attrs}>{f'<B>{body}</B>' if bold else body}</TD>"
+
+
+def _row(cells: list[str]) -> str:
+    return "<TR>" + "".join(cells) + "</TR>"
+
+
+def candidate_cells(c: Candidate) -> list[str]:
+    """The row's text, column by column (what a test or a reader compares)."""
+    reserved = c.source == "waiting_queue" and c.decision != "chunked"  # only a whole admission reserves them
+    future = str(c.future_tokens) if reserved else f"{c.future_tokens} (not reserved)"
+    return [c.rid, c.source, str(c.extend_input_len), future, str(c.prefix_locked),
+            *(cell(c, b) for b in BUDGETS), c.why]
+
+
+def _candidate(k: int, c: Candidate, colors: dict[str, str], rid: str | None) -> str:
+    row_bg = {"refused": REFUSED_ROW, "chunked": CHUNKED_ROW}.get(c.decision)
+    hit, line = {"refused": (REFUSED_CELL, REFUSED_LINE), "chunked": (CHUNKED_CELL, CHUNKED_LINE)}.get(
+        c.decision, (None, None))
+    texts = candidate_cells(c)
+    tds = [_td(str(k), row_bg), _td(short_rid(texts[0]), colors.get(c.rid, row_bg), bold=c.rid == rid)]
+    tds += [_td(t, row_bg) for t in texts[1:5]]
+    tds += [_td(t, hit, bold=True, frame=line) if name == c.deciding else _td(t, row_bg)
+            for name, t in zip(BUDGETS, texts[5:10])]
+    tds.append(_td(texts[10], row_bg or ADMITTED, bold=c.decision == "refused", left=True))
+    return _row(tds)
+
+
+def _pass(trace: Trace, p: AdderPass, head: str, rid: str | None) -> Html:
+    width = len(COLUMNS)
+    rows = [_row([_td(head, bold=True, span=width)])]
+    if p.start is not None:
+        rows.append(_row([_td("starting budgets", bold=True, span=width, left=True)]))
+        for name, how in start_lines(p.start):
+            rows.append(_row([_td(name, span=6, left=True), _td(how, span=width - 6, left=True)]))
+        running = ", ".join(short_rid(r) for r in p.start.running_rids) or "none"
+        rows.append(_row([_td(f"running: {running}", span=6, left=True),
+                          _td(reserved_formula(p.start), span=width - 6, left=True)]))
+    rows.append(_row([_td(c, bold=True) for c in COLUMNS]))
+    colors = rid_colors(trace)
+    rows += [_candidate(k, c, colors, rid) for k, c in enumerate(p.candidates, start=1)]
+    if p.not_considered:
+        last = p.candidates[-1] if p.candidates else None
+        why = f" (the round stopped at {short_rid(p.stopped_by)}: {last.why})" if last else ""
+        rows.append(_row([_td("never considered: " + ", ".join(short_rid(r) for r in p.not_considered) + why,
+                              span=width, left=True)]))
+    if not p.candidates:
+        rows.append(_row([_td("no candidate", span=width)]))
+    return _table(rows)
+
+
+def _skipped(n: int, s: Skipped) -> Html:
+    head = ("reason", "num_running", "max_running_requests", "waiting")
+    return _table([_row([_td(f"round {n}: no PrefillAdder ran (get_new_batch_prefill returned early)",
+                             bold=True, span=len(head))]),
+                   _row([_td(h, bold=True) for h in head]),
+                   _row([_td(s.reason, REFUSED_CELL, bold=True, frame=REFUSED_LINE), _td(str(s.num_running)),
+                         _td(str(s.max_running_requests)), _td(", ".join(short_rid(r) for r in s.waiting))])])
+
+
+def _table(rows: list[str]) -> Html:
+    # a row per line: Graphviz ignores the line breaks between rows, and a golden file's diff stays readable
+    return Html('<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">\n' + "\n".join(rows)
+                + "\n</TABLE>")
+
+
+def round_nodes(trace: Trace, adm: RoundAdmission, rid: str | None) -> list[Node]:
+    """A table per PrefillAdder of the round and one per skipped prefill; a note when it had neither."""
+    n, out = adm.round, []
+    for i, p in enumerate(adm.passes, start=1):
+        head = f"round {n} · PrefillAdder" + (f" {i} of {len(adm.passes)}" if len(adm.passes) > 1 else "")
+        if len(adm.passes) > 1 and i < len(adm.passes):
+            head += " (admitted nobody: no batch ran, the scheduler tried again)"
+        out.append(Node(f"round{n}" + (f"_{i}" if i > 1 else ""), _pass(trace, p, head, rid)))
+    out += [Node(f"round{n}_skipped" + (f"_{i}" if i > 1 else ""), _skipped(n, s))
+            for i, s in enumerate(adm.skipped, start=1)]
+    if not out:
+        out.append(Node(f"round{n}", Html(f"<B>{html_text(f'round {n}: nothing was waiting, no PrefillAdder ran')}"
+                                          "</B>")))
+    return out
+
+
+def admission_graph(trace: Trace, rounds: list[RoundAdmission], rid: str | None) -> Graph:
+    g = Graph("admission", attrs={"labelloc": "t", "fontname": "Helvetica"},
+              node_defaults={"shape": "plaintext", "fontname": "Helvetica", "fontsize": "10"})
+    g.label = TITLE + (f"\n(request {short_rid(rid)} in bold)" if rid is not None else "")
+    g.nodes = [node for adm in rounds for node in round_nodes(trace, adm, rid)]
+    g.edges = [Edge(a.id, b.id, {"style": "invis"}) for a, b in zip(g.nodes, g.nodes[1:])]
+    return g
+
+
+# ---- Mermaid: candidate -> decision, one chain per PrefillAdder ----------------------------------------------
+def _m(text: str) -> str:
+    from tracer.diagrams.mermaid import escape
+
+    return escape(text)
+
+
+def _mermaid_pass(n: int, i: int, p: AdderPass, indent: str) -> list[str]:
+    pre = f"r{n}" + (f"p{i}" if i > 1 else "")
+    out, prev = [], f"{pre}_start"
+    lines = [f"round {n}"]
+    if p.start is not None:
+        lines = [f"round {n} · starting budgets", *(f"{b} {num(p.start.budgets.get(b))}" for b in BUDGETS),
+                 reserved_formula(p.start)]
+    out.append(f'{indent}{prev}["{"<br/>".join(_m(x) for x in lines)}"]')
+    for k, c in enumerate(p.candidates, start=1):
+        cand, dec = f"{pre}_c{k}", f"{pre}_d{k}"
+        need = f"extend {c.extend_input_len} · future {c.future_tokens} · locked {c.prefix_locked}"
+        out.append(f'{indent}{cand}["{_m(c.rid)}<br/>{_m(need)}"]')
+        spent = [f"{b} {cell(c, b)}" for b in BUDGETS if "→" in cell(c, b)]
+        out.append(f'{indent}{dec}("{"<br/>".join(_m(x) for x in [c.why, *spent])}")')
+        out.append(f"{indent}{prev} --> {cand} --> {dec}")
+        out.append(f"{indent}class {dec} {c.decision}")
+        prev = dec
+    if p.not_considered:
+        out.append(f'{indent}{pre}_nc["never considered: {_m(", ".join(p.not_considered))}"]')
+        out.append(f"{indent}{prev} -.-> {pre}_nc")
+    return out
+
+
+def _mermaid_skipped(n: int, i: int, s: Skipped, indent: str) -> list[str]:
+    text = f"round {n}: no PrefillAdder ran<br/>{_m(s.reason)}: {s.num_running} running of {s.max_running_requests}"
+    return [f'{indent}r{n}_skipped{i}["{text}<br/>waiting: {_m(", ".join(s.waiting))}"]',
+            f"{indent}class r{n}_skipped{i} refused"]
+
+
+def admission_mermaid(rounds: list[RoundAdmission]) -> str:
+    """One flowchart; with several rounds, a subgraph per round. Classes colour the decisions as the DOT
+    view colours its rows."""
+    out = []
+    if len(rounds) == 1:
+        out += ["---", f"title: {json.dumps(visible(f'Admission in round {rounds[0].round}'))}", "---"]
+    out += ["flowchart TD", f"    classDef admitted fill:{ADMITTED}", f"    classDef chunked fill:{CHUNKED_CELL}",
+            f"    classDef refused fill:{REFUSED_CELL}"]
+    for adm in rounds:
+        indent = "    "
+        if len(rounds) > 1:
+            out.append(f'    subgraph r{adm.round}["round {adm.round}"]')
+            indent = "        "
+        for i, p in enumerate(adm.passes, start=1):
+            out += _mermaid_pass(adm.round, i, p, indent)
+        for i, s in enumerate(adm.skipped, start=1):
+            out += _mermaid_skipped(adm.round, i, s, indent)
+        if adm.empty:
+            out.append(f'{indent}r{adm.round}_none["round {adm.round}: nothing was waiting"]')
+        if len(rounds) > 1:
+            out.append("    end")
+    return "\n".join(out) + "\n"
