@@ -17,6 +17,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, TabbedContent, TabPane
 
 from tracer.reader import Trace, TraceError, TraceTail
+from tui.admission_pane import AdmissionPane
 from tui.dashboard import Dashboard
 from tui.diagram import write_round_diagram
 from tui.frame import Frame
@@ -36,7 +37,7 @@ from tui.states import StateCache
 from tui.timeline import Timeline
 
 PANES = {"requests": RequestsTable, "lanes": LanesPane, "event": EventInspector, "round": RoundPane,
-         "kv": KVGrid, "radix": RadixPane, "queues": QueuesPane, "output": OutputPane}
+         "kv": KVGrid, "radix": RadixPane, "queues": QueuesPane, "output": OutputPane, "admission": AdmissionPane}
 DASH_MIN_SIZE = (120, 36)  # a terminal at least this wide and tall opens on the dashboard
 
 

@@ -24,6 +24,8 @@ PANES = (
     ("6 Radix", "the radix tree: tokens, slots, lock counts; the selected request's path in colour"),
     ("7 Queues", "waiting_queue, running_batch, chunked_req"),
     ("8 Output", "the text the client has received so far (SSE chunks)"),
+    ("9 Admit", ("this round's PrefillAdder: starting budgets, each candidate's needs, budgets before → after, "
+                 "the decision; the budget that refused it (or cut its chunk) in reverse video")),
 )
 
 

@@ -33,13 +33,14 @@ KEYS: tuple[Key, ...] = (
     Key("escape", "Esc", "clear_filter", "clear the filter"),
     Key("d", "d", "diagram", "write the current round's diagram (DOT) next to the trace"),
     Key("0", "0", "", "show the dashboard: round, KV, queues + radix and output at once"),
-    Key("1,2,3,4,5,6,7,8", "1 … 8", "", "show a pane: requests, lanes, event, round, KV, radix, queues, output"),
+    Key("1,2,3,4,5,6,7,8,9", "1 … 9", "", "show a pane: requests, lanes, event, round, KV, radix, queues, output, "
+        "admission"),
     Key("question_mark", "?", "help", "this help", footer="help"),
     Key("q", "q", "quit", "quit", footer="quit"),
 )
 
-TABS = ("requests", "lanes", "event", "round", "kv", "radix", "queues", "output")
-TAB_LABELS = ("1 Reqs", "2 Lanes", "3 Event", "4 Round", "5 KV", "6 Radix", "7 Queues", "8 Output")
+TABS = ("requests", "lanes", "event", "round", "kv", "radix", "queues", "output", "admission")
+TAB_LABELS = ("1 Reqs", "2 Lanes", "3 Event", "4 Round", "5 KV", "6 Radix", "7 Queues", "8 Output", "9 Admit")
 DASH, DASH_LABEL = "dash", "0 Dash"  # the dashboard's tab, placed first, on key 0
 
 
