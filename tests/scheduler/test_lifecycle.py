@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from minisgl.scheduler.io_struct import TokenizedGenerateReqInput
+from tracer.reader import load_trace
 
 from .conftest import assert_no_leak, chat
 
@@ -117,16 +118,39 @@ def test_duplicate_rid_refused(engine):
     assert_no_leak(engine)
 
 
-def test_sampling_determinism(engine):
+def test_sampling_determinism(engine, tmp_path):
+    """Settings that leave one candidate give the greedy tokens: temperature 0 whatever else is set, and at
+    temperature 1 top_k 1, top_p 1e-6 or min_p 1 (each through its own path of the sampler). Without them the
+    same seed 7 draws other tokens, so each of these can fail. A seed decides the draws: the same seed gives
+    the same tokens alone and in batches shared with an unseeded sampled request, and other seeds give other
+    tokens."""
     q = chat("Write a haiku about the sea.")
     greedy = engine.generate(q, GREEDY)["output_ids"]
-    assert engine.generate(q, {**GREEDY, "temperature": 0})["output_ids"] == greedy
-    assert engine.generate(q, {**GREEDY, "temperature": 1.0, "top_k": 1})["output_ids"] == greedy
+    one_candidate = [
+        {**GREEDY, "temperature": 0, "top_k": 5, "top_p": 0.5, "min_p": 0.1, "seed": 7},
+        {**GREEDY, "temperature": 1.0, "top_k": 1, "seed": 7},  # the greedy path (is_greedy)
+        {**GREEDY, "temperature": 1.0, "top_p": 1e-6, "seed": 7},  # a sorted draw
+        {**GREEDY, "temperature": 1.0, "min_p": 1.0, "seed": 7},  # an unsorted draw
+    ]
+    for params in one_candidate:
+        assert engine.generate(q, params)["output_ids"] == greedy, params
+    assert engine.generate(q, {**GREEDY, "temperature": 1.0, "seed": 7})["output_ids"] != greedy
+
     seeded = {"max_new_tokens": 12, "temperature": 1.0, "top_p": 0.95, "seed": 1234}
     a = engine.generate(q, seeded)["output_ids"]
-    # the same seed gives the same tokens even when other requests share the batch
-    b, _ = engine.generate([q, chat("List three prime numbers.")], [seeded, GREEDY])
+    # the same seed gives the same tokens when another request, sampled from the shared stream, is batched
+    # with it (a fork of the same engine that writes a trace, to show they shared batches)
+    traced = engine.fork(trace_dir=str(tmp_path), trace_level=1)
+    try:
+        mate = {"max_new_tokens": 12, "temperature": 1.0, "top_p": 0.95}
+        b, _ = traced.generate([q, chat("List three prime numbers.")], [seeded, mate], rid=["seeded", "mate"])
+    finally:
+        traced.shutdown()
     assert a == b["output_ids"]
-    others = {tuple(engine.generate(q, {**seeded, "seed": s})["output_ids"]) for s in range(4)}
+    shared = [ev for ev in load_trace(tmp_path).events
+              if ev.name == "sched.batch_formed" and set(ev.rids) == {"seeded", "mate"}]
+    assert shared and any(ev.get("forward_mode") == "DECODE" for ev in shared)
+    others = {tuple(engine.generate(q, {**seeded, "seed": s})["output_ids"]) for s in range(3)}
     assert len(others) > 1
     assert_no_leak(engine)
+    assert_no_leak(traced)
