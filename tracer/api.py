@@ -18,8 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2  # 2: the PrefillAdder's budgets and the scheduler's silent decisions (added events only)
-LEVEL_REQUESTS, LEVEL_TOKENS, LEVEL_TENSORS = 1, 2, 3
+from tracer.schema import LEVEL_REQUESTS, LEVEL_TENSORS, LEVEL_TOKENS, SCHEMA_VERSION
+
+# the levels and the version live in tracer.schema; emitters import them from here too
+__all__ = ["LEVEL_REQUESTS", "LEVEL_TENSORS", "LEVEL_TOKENS", "SCHEMA_VERSION", "Tracer", "clock_anchor",
+           "tracer"]
 CLOCK_ENV = "MINISGL_TRACE_CLOCK"  # "boot_id:wall_ns:mono_ns", handed to child processes through the environment
 
 
