@@ -87,11 +87,25 @@ def test_stop_string_ends_the_answer_before_it(client, model, engine_answers):
     assert resp.choices[0].finish_reason == "stop"
 
 
-def test_seed_top_k_min_p_make_sampling_repeatable(client, model):
-    kwargs = {"model": model, "prompt": "Once upon a time", "max_tokens": 12, "temperature": 1.0, "top_p": 0.95,
-              "seed": 1234, "extra_body": {"top_k": 40, "min_p": 0.02}}
-    texts = [client.completions.create(**kwargs).choices[0].text for _ in range(2)]
-    assert texts[0] == texts[1] and texts[0]
+def test_seed_decides_the_sampled_text_and_top_k_min_p_reach_the_sampler(client, model):
+    """Sampled text completions (temperature 1, with top_p, top_k and min_p): the same seed twice gives the
+    same text, other seeds give other texts, and not every seed gives the greedy text, so sampling ran and the
+    seed chose the draws (ignored seeds would give two texts for one seed; ignored sampling, one text for
+    all). top_k 1, or min_p 1, leaves one candidate: with the same seed either gives the greedy text, so both
+    reach the sampler (the same seed without them draws another text: asserted too)."""
+    def complete(**params) -> str:
+        resp = client.completions.create(model=model, prompt="Once upon a time", max_tokens=12, **params)
+        return resp.choices[0].text
+
+    greedy = complete(temperature=0)
+    sampling = {"temperature": 1.0, "top_p": 0.95, "extra_body": {"top_k": 40, "min_p": 0.02}}
+    by_seed = {seed: complete(seed=seed, **sampling) for seed in (1234, 1, 2)}
+    assert complete(seed=1234, **sampling) == by_seed[1234]
+    assert len(set(by_seed.values())) > 1
+    assert any(text != greedy for text in by_seed.values())
+    assert complete(seed=1234, temperature=1.0) != greedy
+    assert complete(seed=1234, temperature=1.0, extra_body={"top_k": 1}) == greedy
+    assert complete(seed=1234, temperature=1.0, extra_body={"min_p": 1.0}) == greedy
 
 
 def test_models_lists_the_served_model(client, model):
