@@ -26,7 +26,8 @@ def engine_answers(engine) -> list[dict]:
 @pytest.mark.parametrize("i", range(len(CHATS)))
 def test_chat_completion_equals_engine(client, model, engine_answers, i):
     ref = engine_answers[i]
-    resp = client.chat.completions.create(model=model, messages=CHATS[i], temperature=0, max_tokens=MAX_TOKENS)
+    resp = client.chat.completions.create(model=model, messages=CHATS[i], temperature=0,
+                                          max_tokens=MAX_TOKENS)
     choice = resp.choices[0]
     assert choice.message.role == "assistant"
     assert choice.message.content == ref["text"]
@@ -42,7 +43,8 @@ def test_chat_stream_equals_engine_and_reports_cached_tokens(client, model, engi
     ref = engine_answers[i]
     kwargs = {"model": model, "messages": CHATS[i], "temperature": 0, "max_tokens": MAX_TOKENS}
     client.chat.completions.create(**kwargs)  # the prompt is now in the radix cache
-    chunks = list(client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True}))
+    chunks = list(client.chat.completions.create(**kwargs, stream=True,
+                                                 stream_options={"include_usage": True}))
     assert chunks[0].choices[0].delta.role == "assistant"
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ref["text"]
     reasons = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
@@ -81,8 +83,8 @@ def test_max_completion_tokens_and_max_tokens_cut_with_length(client, model):
 
 def test_stop_string_ends_the_answer_before_it(client, model, engine_answers):
     assert engine_answers[0]["text"].startswith("The capital of China is Beijing")
-    resp = client.chat.completions.create(model=model, messages=CHATS[0], temperature=0, max_tokens=MAX_TOKENS,
-                                          stop=["Beijing"])
+    resp = client.chat.completions.create(model=model, messages=CHATS[0], temperature=0,
+                                          max_tokens=MAX_TOKENS, stop=["Beijing"])
     assert resp.choices[0].message.content == "The capital of China is "
     assert resp.choices[0].finish_reason == "stop"
 
@@ -126,13 +128,15 @@ def test_native_generate_text_and_input_ids_stream_or_not(http, engine):
 
     ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
     chunks = []
-    with http.stream("POST", "/generate", json={"input_ids": ids, "sampling_params": GREEDY, "stream": True}) as r:
+    streamed = {"input_ids": ids, "sampling_params": GREEDY, "stream": True}
+    with http.stream("POST", "/generate", json=streamed) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         lines = [line for line in r.iter_lines() if line.startswith("data: ")]
     assert lines[-1] == "data: [DONE]"
     chunks = [json.loads(line[6:]) for line in lines[:-1]]
     assert chunks[-1]["text"] == ref["text"] and chunks[-1]["output_ids"] == ref["output_ids"]
-    assert all(b["text"].startswith(a["text"]) for a, b in itertools.pairwise(chunks))  # SGLang: whole text so far
+    # SGLang: each chunk carries the whole text so far
+    assert all(b["text"].startswith(a["text"]) for a, b in itertools.pairwise(chunks))
 
 
 def test_max_tokens_clamped_to_the_context_is_reported(client, model):

@@ -35,8 +35,8 @@ def test_serve_help_lists_the_server_flags():
 
 def test_missing_model_is_one_line_and_exit_status_2(tmp_path):
     missing = tmp_path / "nope.gguf"
-    out = subprocess.run([*CLI, "serve", "--model", str(missing), "--port", "0"], capture_output=True, text=True,
-                         env=ENV, timeout=120, check=False)
+    out = subprocess.run([*CLI, "serve", "--model", str(missing), "--port", "0"], capture_output=True,
+                         text=True, env=ENV, timeout=120, check=False)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "model not found" in lines[0] and "Traceback" not in out.stderr
