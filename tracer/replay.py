@@ -1,365 +1,102 @@
-"""Rebuild the scheduler's state at every round from the trace's delta events alone.
+"""Replay a whole trace, and resume it at any event: the one checkpoint scheme that `replay`, `state_at`
+and the TUI's StateCache share (the state machine itself is `tracer.replayer.Replayer`).
 
-Queues, request progress and KV ownership come from the events that change them (enqueued, admission,
-batch_formed, retracted, finished, kv.*, cache.*), never from `sched.round_end`: that is the engine's own
-summary, and `check` compares the two, so a disagreement shows a bug on one side.
+A checkpoint is a Replayer's state at a `sched.round_end` plus its scratch (each live request's KV row
+and known tokens): a Replayer restored from one continues exactly as the original would have.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import bisect
 
-from tracer.batch import build_batch
 from tracer.event import Event
 from tracer.reader import Trace
-from tracer.state import (
-    ABORTED,
-    FINISHED,
-    RETRACTED,
-    RUNNING,
-    TREE,
-    UNASSIGNED,
-    WAITING,
-    ReqState,
-    RoundBatch,
-    RoundState,
-)
-from tracer.tree import slot_tokens
+from tracer.replayer import Replayer
+from tracer.schema import SCHED_ROUND_END
+from tracer.state import RoundState
 
-REPLAYED_LANES = ("sched", "kv", "cache", "model")
+__all__ = ["Checkpoint", "Checkpoints", "Replayer", "replay", "state_at"]
+
+Checkpoint = tuple[RoundState, tuple[dict, dict]]  # the state, and (rows, tokens) of the live requests
 
 
-class Replayer:
-    """The scheduler's state, advanced one event at a time by `apply`."""
+class Checkpoints:
+    """Checkpoints at round ends at least `stride` events apart (0: every round end), ascending, and a
+    Replayer resumed from the nearest one: a step back replays at most about `stride` events."""
 
-    def __init__(self, level: int = 2):
-        self.level = level
-        self.kv_size: int | None = None
-        self.round: int | None = None
-        self.waiting: list[str] = []
-        self.running: list[str] = []
-        self.chunked: str | None = None
-        self.reqs: dict[str, ReqState] = {}
-        self.slot_owner: dict[int, str] = {}
-        self.tree: list[dict] = []
-        self.batch: RoundBatch | None = None
-        self.event_index, self.time_ns = -1, 0
-        self._retracted_front = 0  # retracted requests already put at the queue's front this round
-        self._matched: dict[str, list[int]] = {}  # rid -> slots of its prefix match this round
-        self._rows: dict[str, dict[int, int | None]] = {}  # rid -> position -> KV slot (its req_to_token row)
-        self._tokens: dict[str, dict[int, int]] = {}  # rid -> position -> token id, where the trace says
-        self._round_closed = False
-        # copy-on-write for state(): requests no event touched since the last copy share that copy, so a
-        # round's snapshot costs O(requests touched), not O(every request the trace has seen)
-        self._copies: dict[str, ReqState] = {}
-        self._dirty: set[str] = set()
-        self._handlers: dict[str, Callable[[Event], None]] = {
-            "sched.config": self._config, "tm.tokenized": self._tokenized,
-            "sched.req_created": self._created, "sched.refused": self._refused,
-            "sched.enqueued": self._enqueued, "sched.queue_sorted": self._queue_sorted,
-            "sched.prefix_matched": self._prefix_matched, "sched.admission": self._admission,
-            "sched.batch_formed": self._batch_formed, "model.forward": self._forward,
-            "sched.sampled": self._sampled, "sched.output_appended": self._output_appended,
-            "kv.alloc": self._kv_alloc, "kv.assigned": self._kv_assigned, "kv.free": self._kv_free,
-            "cache.inserted": self._cache_inserted, "cache.evicted": self._kv_free,
-            "cache.tree": self._cache_tree,
-            "sched.retracted": self._retracted, "sched.abort_requested": self._abort_requested,
-            "sched.finished": self._finished, "sched.round_end": self._round_end,
-        }
+    def __init__(self, stride: int = 0):
+        self.stride = stride
+        self.marks: list[int] = []  # the event index of each checkpoint, ascending
+        self.saved: list[Checkpoint] = []
 
-    # ---- driving ----------------------------------------------------------------------------------
-    def apply(self, ev: Event) -> None:
-        self.event_index, self.time_ns = ev.index, ev.time_ns
-        handler = self._handlers.get(ev.name)
-        if handler is None:
-            return
-        if self._round_closed and ev.lane in REPLAYED_LANES:  # the first event of a new round
-            self._start_round()
-        if ev.round is not None and ev.lane in REPLAYED_LANES:
-            self.round = ev.round
-        handler(ev)
-        # every request a handler may have changed: the event's own, and the current batch's
-        if ev.rid:
-            self._dirty.add(ev.rid)
-        if ev.rids:
-            self._dirty.update(ev.rids)
-        if self.batch is not None:
-            self._dirty.update(self.batch.rids)
+    def offer(self, index: int, ev: Event, r: Replayer) -> None:
+        """Called after `r` applied events[index]: keep a checkpoint if that is a round end far enough on."""
+        if ev.name == SCHED_ROUND_END and index - (self.marks[-1] if self.marks else 0) >= self.stride:
+            self.marks.append(index)
+            self.saved.append(save(r))
 
-    def state(self) -> RoundState:
-        """A copy of the state now: later events do not change it."""
-        return RoundState(
-            round=self.round, event_index=self.event_index, time_ns=self.time_ns, waiting=list(self.waiting),
-            running=list(self.running), chunked=self.chunked,
-            reqs=self._req_copies(),
-            slot_owner=dict(self.slot_owner), tree=self.tree, kv_size=self.kv_size,
-            batch=self.batch.copy() if self.batch else None,
-        )
+    def last_mark(self, index: int) -> int:
+        """The event index of the last checkpoint at or before `index`; -1 when there is none."""
+        k = bisect.bisect_right(self.marks, index) - 1
+        return self.marks[k] if k >= 0 else -1
 
-    def _req_copies(self) -> dict[str, ReqState]:
-        """Fresh copies of the requests changed (or new) since the last snapshot, the earlier ones of the rest."""
-        stale = (self._dirty | (self.reqs.keys() - self._copies.keys())) & self.reqs.keys()
-        for rid in stale:
-            self._copies[rid] = self.reqs[rid].copy()
-        self._dirty.clear()
-        return {rid: self._copies[rid] for rid in self.reqs}
+    def resume(self, index: int, level: int) -> Replayer:
+        """A Replayer at the last checkpoint at or before event `index` (a fresh one when there is none)."""
+        k = bisect.bisect_right(self.marks, index) - 1
+        return restore(self.saved[k], level) if k >= 0 else Replayer(level)
 
-    def scratch(self) -> tuple[dict, dict]:
-        """What replay remembers across rounds beyond RoundState: each request's KV row and known tokens."""
-        rows = {r: dict(row) for r, row in self._rows.items()}
-        return rows, {r: dict(t) for r, t in self._tokens.items()}
+    def forget_from(self, index: int) -> None:
+        """Drop the checkpoints taken at event `index` or later (a live trace changed from there on)."""
+        k = bisect.bisect_left(self.marks, index)
+        del self.marks[k:], self.saved[k:]
 
-    def row_of(self, rid: str) -> dict[int, int | None]:
-        """The request's req_to_token row as replay knows it now: position -> KV slot (None where a
-        duplicate was freed and the tree's copy is read instead). Read it, do not change it."""
-        return self._rows.get(rid, {})
 
-    @classmethod
-    def restore(cls, state: RoundState, scratch: tuple[dict, dict], level: int) -> Replayer:
-        """Continue from a state taken at a sched.round_end."""
-        r = cls(level)
-        r.kv_size, r.round = state.kv_size, state.round
-        r.event_index, r.time_ns = state.event_index, state.time_ns
-        r.waiting, r.running, r.chunked = list(state.waiting), list(state.running), state.chunked
-        r.reqs = {k: s.copy() for k, s in state.reqs.items()}
-        r.slot_owner, r.tree = dict(state.slot_owner), state.tree
-        r.batch = state.batch.copy() if state.batch else None
-        rows, tokens = scratch
-        r._rows, r._tokens = {k: dict(v) for k, v in rows.items()}, {k: dict(v) for k, v in tokens.items()}
-        r._round_closed = True
-        return r
+# save and restore read and set the Replayer's scratch: they are its checkpoint half, kept here so that the
+# scheme (what a checkpoint holds, how a Replayer resumes) is written once
+def save(r: Replayer) -> Checkpoint:
+    """A copy of the Replayer's state and scratch: what replay remembers across rounds beyond RoundState."""
+    rows = {rid: dict(row) for rid, row in r._rows.items()}
+    return r.state(), (rows, {rid: dict(t) for rid, t in r._tokens.items()})
 
-    def _start_round(self) -> None:
-        """What the scheduler does before anything else in a round: last round's prefill requests whose
-        prompt is done join the running batch, after the ones already there (finished ones left out)."""
-        last = self.batch
-        self._round_closed, self.batch = False, None
-        if last is not None and last.mode in ("EXTEND", "MIXED"):
-            done = {r for r in (*self.running, *last.rids)  # only these can matter: O(batch), not O(reqs)
-                    if r in self.reqs and self.reqs[r].status in (FINISHED, ABORTED)}
-            joined = [r for r in last.rids if r != self.chunked and r not in done and r not in self.running]
-            self.running = [r for r in self.running if r not in done] + joined
 
-    def _req(self, ev: Event) -> ReqState:
-        rid = ev.rid or ""
-        if rid not in self.reqs:
-            self.reqs[rid] = ReqState(rid, created_ns=ev.time_ns)
-        return self.reqs[rid]
-
-    def _drop(self, rid: str, *, waiting: bool = True) -> None:
-        """Take a request out of the queues; unless it is only retracted, forget its rows and tokens too
-        (so the per-round checkpoints stay as small as the set of live requests)."""
-        if waiting:
-            self._tokens.pop(rid, None)
-        if rid in self.running:
-            self.running.remove(rid)
-        if waiting and rid in self.waiting:
-            self.waiting.remove(rid)
-        if self.chunked == rid:
-            self.chunked = None
-        self._rows.pop(rid, None)
-
-    # ---- arrivals and queues ----------------------------------------------------------------------
-    def _config(self, ev: Event) -> None:
-        self.kv_size = ev.get("kv_size")
-
-    def _created(self, ev: Event) -> None:
-        req = self._req(ev)
-        req.input_len, req.status = int(ev.get("input_len", 0)), WAITING
-
-    def _tokenized(self, ev: Event) -> None:
-        ids = ev.get("input_ids")
-        if ev.rid and isinstance(ids, list):
-            self._tokens[ev.rid] = dict(enumerate(ids))
-
-    def _refused(self, ev: Event) -> None:
-        req = self._req(ev)
-        req.status, req.finished_ns = ABORTED, ev.time_ns
-        req.finish_reason = {"type": "abort", "message": ev.get("message"), "status_code": 400}
-        self._drop(req.rid)
-
-    def _enqueued(self, ev: Event) -> None:
-        req = self._req(ev)
-        if req.enqueued_ns is None:
-            req.enqueued_ns = ev.time_ns
-        if req.rid in self.waiting:
-            self.waiting.remove(req.rid)
-        if ev.get("retracted"):  # retracted requests go to the front, in the order they were retracted
-            req.status = RETRACTED
-            pos = ev.get("position", self._retracted_front)
-            self._retracted_front += 1
-        else:
-            req.status = WAITING
-            pos = ev.get("position", len(self.waiting))
-        self.waiting.insert(pos, req.rid)
-
-    def _queue_sorted(self, ev: Event) -> None:
-        self.waiting = list(ev.get("waiting", self.waiting))
-
-    def _prefix_matched(self, ev: Event) -> None:
-        req = self._req(ev)
-        req.prefix_len = int(ev.get("prefix_len", 0))
-        self._matched[req.rid] = list(ev.get("matched_slots") or [])
-
-    def _admission(self, ev: Event) -> None:
-        decision = ev.get("decision")
-        if decision not in ("admitted", "chunked"):
-            return
-        req = self._req(ev)
-        start, end = ev.get("extend_range", [req.prefix_len, req.input_len])
-        continuing = self.chunked == req.rid  # the next chunk of a prompt chunked in an earlier round
-        if not continuing:
-            if req.output_len == 0:  # as the scheduler counts it: the first admission's cached prefix
-                req.cached_tokens = start
-            self._rows[req.rid] = dict(enumerate(self._matched.get(req.rid, [])))
-        if req.admitted_ns is None:
-            req.admitted_ns = ev.time_ns
-        req.computed_len = max(req.computed_len, min(end, req.input_len) if req.input_len else end)
-        req.status = RUNNING
-        if req.rid in self.waiting:
-            self.waiting.remove(req.rid)
-        if decision == "chunked":
-            self.chunked = req.rid
-        elif continuing:
-            self.chunked = None
-
-    # ---- the batch --------------------------------------------------------------------------------
-    def _batch_formed(self, ev: Event) -> None:
-        rids = list(ev.rids or ev.get("rids") or [])
-        decoding = set(ev.get("decoding_rids") or (r for r in rids if r in self.running))
-        batch = build_batch(ev, self.chunked, decoding, self._rows, self._tokens, slot_tokens(self.tree))
-        self.batch = batch
-        mode = batch.mode
-        if mode == "DECODE":  # the running batch itself runs (retracted and finished ones already left)
-            self.running = list(batch.rids)
-        elif mode == "MIXED":  # the running requests ride along; they rejoin from this batch next round
-            self.running = []
-        for row in batch.forward_rows:
-            self._rows.setdefault(row.rid, {})[row.position] = row.slot
-            if row.input_id is not None:
-                self._tokens.setdefault(row.rid, {})[row.position] = row.input_id
-        for rid in batch.rids:
-            req = self.reqs.get(rid)
-            if req is None:
-                continue
-            rounds = req.decode_rounds if mode == "DECODE" or rid in decoding else req.prefill_rounds
-            if ev.round is not None and ev.round not in rounds:
-                rounds.append(ev.round)
-
-    def _forward(self, ev: Event) -> None:
-        if ev.ph != "E" or self.batch is None:
-            return
-        if ev.get("duration_ms") is not None:
-            self.batch.duration_ms = float(ev.get("duration_ms"))
-        if self.level < 2:  # no per-token events: count one token per sampled row
-            for row in self.batch.rows:
-                if row.sampled and row.rid in self.reqs:
-                    self.reqs[row.rid].output_len += 1
-                    self.reqs[row.rid].token_ns.append(ev.time_ns)
-
-    def _sampled(self, ev: Event) -> None:
-        if self.batch is None:
-            return
-        tokens = dict(zip(ev.get("rids") or ev.rids or [], ev.get("token_ids") or []))
-        for row in self.batch.rows:
-            if row.sampled and row.rid in tokens:
-                row.token = tokens[row.rid]
-
-    def _output_appended(self, ev: Event) -> None:
-        req = self._req(ev)
-        token = ev.get("token_id")
-        req.output_ids.append(token)
-        req.output_len = int(ev.get("output_len", len(req.output_ids)))
-        req.token_ns.append(ev.time_ns)
-        if self.batch is not None:
-            for row in self.batch.rows:
-                if row.sampled and row.rid == req.rid and row.token is None:
-                    row.token = token
-
-    # ---- KV slots and the radix tree --------------------------------------------------------------
-    def _kv_alloc(self, ev: Event) -> None:
-        for s in ev.get("slots") or []:
-            self.slot_owner[int(s)] = UNASSIGNED
-
-    def _kv_assigned(self, ev: Event) -> None:
-        for s in ev.get("slots") or []:
-            self.slot_owner[int(s)] = ev.rid or UNASSIGNED
-
-    def _kv_free(self, ev: Event) -> None:  # kv.free and cache.evicted: the slots go back to the free list
-        freed = {int(s) for s in ev.get("slots") or []}
-        for s in freed:
-            self.slot_owner.pop(s, None)
-        if ev.get("reason") == "duplicate":  # the request now reads the tree's copy, at a slot we do not know
-            for row in self._rows.values():
-                for pos, slot in row.items():
-                    if slot in freed:
-                        row[pos] = None
-
-    def _cache_inserted(self, ev: Event) -> None:
-        for s in ev.get("slots") or []:
-            self.slot_owner[int(s)] = TREE
-
-    def _cache_tree(self, ev: Event) -> None:
-        self.tree = list(ev.get("nodes") or [])
-
-    # ---- leaving ----------------------------------------------------------------------------------
-    def _retracted(self, ev: Event) -> None:
-        req = self._req(ev)
-        req.status = RETRACTED
-        self._drop(req.rid, waiting=False)
-
-    def _abort_requested(self, ev: Event) -> None:
-        if ev.get("where") == "waiting":  # it held nothing: it leaves at once
-            req = self._req(ev)
-            req.status = ABORTED
-            self._drop(req.rid)
-
-    def _finished(self, ev: Event) -> None:
-        req = self._req(ev)
-        reason = ev.get("finish_reason")
-        req.finish_reason = reason if isinstance(reason, dict) else {"type": reason}
-        req.status = ABORTED if req.finish_reason.get("type") == "abort" else FINISHED
-        req.output_len = int(ev.get("output_len", req.output_len))
-        req.cached_tokens = int(ev.get("cached_tokens", req.cached_tokens))
-        req.finished_ns = ev.time_ns
-        self._drop(req.rid)
-
-    def _round_end(self, ev: Event) -> None:
-        if self.kv_size is None and ev.get("free_slots") is not None:
-            # no sched.config: the pool size is a constant, so take it once from the engine's own count
-            self.kv_size = int(ev.get("free_slots")) + len(self.slot_owner)
-        self._retracted_front = 0
-        self._matched.clear()
-        self._round_closed = True
+def restore(checkpoint: Checkpoint, level: int) -> Replayer:
+    """A Replayer that continues from a checkpoint taken at a sched.round_end."""
+    (state, (rows, tokens)), r = checkpoint, Replayer(level)
+    r.kv_size, r.round = state.kv_size, state.round
+    r.event_index, r.time_ns = state.event_index, state.time_ns
+    r.waiting, r.running, r.chunked = list(state.waiting), list(state.running), state.chunked
+    r.reqs = {k: s.copy() for k, s in state.reqs.items()}
+    r.slot_owner, r.tree = dict(state.slot_owner), state.tree
+    r.batch = state.batch.copy() if state.batch else None
+    r._rows, r._tokens = {k: dict(v) for k, v in rows.items()}, {k: dict(v) for k, v in tokens.items()}
+    r._round_closed = True
+    return r
 
 
 def replay(trace: Trace) -> list[RoundState]:
     """The state at the end of every round (at each sched.round_end), in order."""
-    return [state for state, _ in _checkpoints(trace)]
+    return [state for state, _ in _checkpoints(trace).saved]
 
 
 def state_at(trace: Trace, event_index: int) -> RoundState:
     """The state right after events[event_index]: the last round's state, plus this round's events so far."""
     if not 0 <= event_index < len(trace.events):
         raise IndexError(f"event index {event_index} is outside the trace (0..{len(trace.events) - 1})")
-    level = trace.level or 2
-    before = [c for c in _checkpoints(trace) if c[0].event_index <= event_index]
-    r = Replayer.restore(before[-1][0], before[-1][1], level) if before else Replayer(level)
+    r = _checkpoints(trace).resume(event_index, trace.level or 2)
     for ev in trace.events[r.event_index + 1 : event_index + 1]:
         r.apply(ev)
     return r.state()
 
 
-def _checkpoints(trace: Trace) -> list[tuple[RoundState, tuple[dict, dict]]]:
-    """One replay of the whole trace, kept in trace.cache (Trace.extend clears it): replay is pure."""
+def _checkpoints(trace: Trace) -> Checkpoints:
+    """One replay of the whole trace, a checkpoint at every round end, kept in trace.cache (Trace.extend
+    clears it): replay is pure."""
     cached = trace.cache.get("replay_checkpoints")
     if cached is not None:
         return cached
-    r = Replayer(trace.level or 2)
-    out: list[tuple[RoundState, tuple[dict, dict]]] = []
-    for ev in trace.events:
+    r, out = Replayer(trace.level or 2), Checkpoints()
+    for i, ev in enumerate(trace.events):
         r.apply(ev)
-        if ev.name == "sched.round_end":
-            out.append((r.state(), r.scratch()))
+        out.offer(i, ev, r)
     trace.cache["replay_checkpoints"] = out
     return out

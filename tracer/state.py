@@ -106,3 +106,29 @@ class RoundState:
     def slots_of(self, owner: str) -> list[int]:
         """The KV slots one owner (a rid, TREE or UNASSIGNED) holds, ascending."""
         return sorted(s for s, o in self.slot_owner.items() if o == owner)
+
+
+class ReqCopies:
+    """Copy-on-write copies of the requests for snapshots: a request no event touched since the last
+    snapshot shares that copy, so a round's snapshot costs O(requests touched), not O(requests seen)."""
+
+    def __init__(self) -> None:
+        self._dirty: set[str] = set()  # rids changed since the last snapshot
+        self._copies: dict[str, ReqState] = {}
+
+    def touch(self, rid: str | None, rids: list[str] | None, batch: RoundBatch | None) -> None:
+        """After an event: the requests its handler may have changed, its own and the current batch's."""
+        if rid:
+            self._dirty.add(rid)
+        if rids:
+            self._dirty.update(rids)
+        if batch is not None:
+            self._dirty.update(batch.rids)
+
+    def take(self, reqs: dict[str, ReqState]) -> dict[str, ReqState]:
+        """Fresh copies of the requests changed (or new) since the last snapshot; the rest keep theirs."""
+        stale = (self._dirty | (reqs.keys() - self._copies.keys())) & reqs.keys()
+        for rid in stale:
+            self._copies[rid] = reqs[rid].copy()
+        self._dirty.clear()
+        return {rid: self._copies[rid] for rid in reqs}

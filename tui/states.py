@@ -2,16 +2,14 @@
 
 `tracer.replay.state_at` keeps a full copy of the state at every round end, and a copy holds every request
 seen so far: fine for a lesson's trace, quadratic for a long one. Here one Replayer walks forward as the
-cursor does, and a copy is kept only every `spacing` events (at a round end, where a Replayer can resume),
-so a step back replays at most about `spacing` events.
+cursor does, and tracer's checkpoints are kept only every `spacing` events (at a round end, where a Replayer
+can resume), so a step back replays at most about `spacing` events.
 """
 
 from __future__ import annotations
 
-import bisect
-
 from tracer.reader import Trace
-from tracer.replay import Replayer
+from tracer.replay import Checkpoints, Replayer
 from tracer.state import RoundState
 
 
@@ -24,9 +22,13 @@ class StateCache:
     def __init__(self, trace: Trace, spacing: int | None = None):
         self.trace = trace
         self.spacing = spacing or max(256, len(trace.events) // 64)
-        self._marks: list[int] = []  # event index of each checkpoint, ascending
-        self._checkpoints: list[tuple[RoundState, tuple[dict, dict]]] = []
+        self._checkpoints = Checkpoints(stride=self.spacing)
         self._r = Replayer(self._level())
+
+    @property
+    def _marks(self) -> list[int]:
+        """The event index of each checkpoint, ascending."""
+        return self._checkpoints.marks
 
     def _level(self) -> int:
         return self.trace.level or 2
@@ -34,21 +36,14 @@ class StateCache:
     def at(self, index: int) -> RoundState:
         if not 0 <= index < len(self.trace.events):
             raise IndexError(f"event index {index} is outside the trace (0..{len(self.trace.events) - 1})")
-        k = bisect.bisect_right(self._marks, index) - 1  # the last checkpoint at or before the event
-        mark = self._marks[k] if k >= 0 else -1
+        mark = self._checkpoints.last_mark(index)  # the last checkpoint at or before the event
         if index < self._r.event_index or mark > self._r.event_index:
-            if k >= 0:
-                state, scratch = self._checkpoints[k]
-                self._r = Replayer.restore(state, scratch, self._level())
-            else:
-                self._r = Replayer(self._level())
-        events = self.trace.events
+            self._r = self._checkpoints.resume(index, self._level())
+        events, checkpoints = self.trace.events, self._checkpoints
         for i in range(self._r.event_index + 1, index + 1):
             ev = events[i]
             self._r.apply(ev)
-            if ev.name == "sched.round_end" and i - (self._marks[-1] if self._marks else 0) >= self.spacing:
-                self._marks.append(i)
-                self._checkpoints.append((self._r.state(), self._r.scratch()))
+            checkpoints.offer(i, ev, self._r)
         return self._view()
 
     def rows_of(self, rid: str) -> dict[int, int | None]:
@@ -63,7 +58,6 @@ class StateCache:
 
     def forget_from(self, index: int) -> None:
         """A live trace changed from event `index` on: drop what was computed from those events."""
-        k = bisect.bisect_left(self._marks, index)
-        del self._marks[k:], self._checkpoints[k:]
+        self._checkpoints.forget_from(index)
         if self._r.event_index >= index:
             self._r = Replayer(self._level())
