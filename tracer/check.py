@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from tracer import schema as S
 from tracer.check_admission import check_admission
 from tracer.event import Event
 from tracer.reader import Trace
@@ -15,9 +16,9 @@ from tracer.replay import replay
 from tracer.state import TREE, UNASSIGNED
 from tracer.tree import tree_slots
 
-SCHED_TERMINAL = ("sched.finished", "sched.refused")
-AFTER_FINISH = ("sched.batch_formed", "sched.output_appended")  # a finished request must not run again
-HTTP_TERMINAL = ("http.response_finished", "http.error")
+SCHED_TERMINAL = (S.SCHED_FINISHED, S.SCHED_REFUSED)
+AFTER_FINISH = (S.SCHED_BATCH_FORMED, S.SCHED_OUTPUT_APPENDED)  # a finished request must not run again
+HTTP_TERMINAL = (S.HTTP_RESPONSE_FINISHED, S.HTTP_ERROR)
 
 CLIENT_LEFT = 499  # the HTTP status the server traces for a client that closed the connection
 
@@ -42,7 +43,7 @@ def check_sequence(trace: Trace) -> list[str]:
     for file, evs in by_file.items():
         expected = 0
         for ev in sorted(evs, key=lambda e: e.line):
-            if ev.name == "trace.process_start" and ev.seq == 0:
+            if ev.name == S.TRACE_PROCESS_START and ev.seq == 0:
                 expected = 0  # the same process traced again into this folder: a new count
             if ev.seq != expected:
                 what = (f"{ev.seq - expected} event(s) missing before it" if ev.seq > expected
@@ -56,8 +57,8 @@ def check_ipc(trace: Trace) -> list[str]:
     """Every message sent was received, and every message received was sent: same flow id on both ends."""
     ends: dict[str, dict[str, list[Event]]] = defaultdict(lambda: {"send": [], "recv": []})
     for ev in trace.events:
-        if ev.name in ("ipc.send", "ipc.recv") and ev.flow_id is not None:
-            ends[ev.flow_id]["send" if ev.name == "ipc.send" else "recv"].append(ev)
+        if ev.name in (S.IPC_SEND, S.IPC_RECV) and ev.flow_id is not None:
+            ends[ev.flow_id]["send" if ev.name == S.IPC_SEND else "recv"].append(ev)
     out = []
     for fid, pair in ends.items():
         for have, lack, verb in (("send", "recv", "sent"), ("recv", "send", "received")):
@@ -75,7 +76,7 @@ def check_lifecycles(trace: Trace) -> list[str]:
     """Every request starts where requests enter (HTTP, or sched.req_created offline) and ends finished
     or aborted."""
     server = any(p.proc == "tokenizer_manager" for p in trace.processes())  # else the offline engine
-    starts = ("http.request_received",) if server else ("sched.req_created", "sched.refused")
+    starts = (S.HTTP_REQUEST_RECEIVED,) if server else (S.SCHED_REQ_CREATED, S.SCHED_REFUSED)
     out = []
     for rid in trace.rids():
         evs = trace.by_rid(rid)
@@ -85,7 +86,7 @@ def check_lifecycles(trace: Trace) -> list[str]:
             out.append(f"request {rid}: never received (no {' or '.join(starts)} event); first event is "
                        f"{evs[0].name} ({evs[0].where})")
             continue
-        reached_scheduler = any(n in ("sched.req_created", "sched.refused") for n in names)
+        reached_scheduler = any(n in (S.SCHED_REQ_CREATED, S.SCHED_REFUSED) for n in names)
         needed = [SCHED_TERMINAL] if reached_scheduler else []
         if server:
             needed.append(HTTP_TERMINAL)
@@ -109,17 +110,17 @@ def check_kv(trace: Trace) -> list[str]:
     out, owner = [], {}
     for ev in trace.events:
         slots = [int(s) for s in ev.get("slots") or []]
-        if ev.name == "kv.alloc":
+        if ev.name == S.KV_ALLOC:
             taken = [s for s in slots if s in owner]
             if taken:
                 out.append(f"kv: {ev.where} allocates slot(s) {taken[:8]} that are still held "
                            f"(by {owner[taken[0]]})")
             owner.update((s, UNASSIGNED) for s in slots)
-        elif ev.name == "kv.assigned":
+        elif ev.name == S.KV_ASSIGNED:
             owner.update((s, ev.rid or UNASSIGNED) for s in slots)
-        elif ev.name == "cache.inserted":
+        elif ev.name == S.CACHE_INSERTED:
             owner.update((s, TREE) for s in slots)
-        elif ev.name in ("kv.free", "cache.evicted"):
+        elif ev.name in (S.KV_FREE, S.CACHE_EVICTED):
             for s in slots:
                 owner.pop(s, None)
     leaked: dict[str, list[int]] = defaultdict(list)
@@ -140,16 +141,16 @@ def check_tokens(trace: Trace) -> list[str]:
     sse, woken = defaultdict(str), defaultdict(str)
     left: set[str] = set()
     for ev in trace.events:
-        if ev.name in ("http.error", "http.response_finished") and ev.get("status") == CLIENT_LEFT:
+        if ev.name in (S.HTTP_ERROR, S.HTTP_RESPONSE_FINISHED) and ev.get("status") == CLIENT_LEFT:
             left.add(ev.rid)
-        if ev.name == "sched.output_appended":
+        if ev.name == S.SCHED_OUTPUT_APPENDED:
             sampled[ev.rid].append(ev.get("token_id"))
-        elif ev.name == "detok.decoded":
+        elif ev.name == S.DETOK_DECODED:
             detok_ids[ev.rid] += list(ev.get("token_ids") or [])
             detok_text[ev.rid] += ev.get("delta") or ""
-        elif ev.name == "http.sse_chunk":
+        elif ev.name == S.HTTP_SSE_CHUNK:
             sse[ev.rid] += ev.get("delta") or ""
-        elif ev.name == "tm.waiter_woken":
+        elif ev.name == S.TM_WAITER_WOKEN:
             woken[ev.rid] += ev.get("delta_text") or ""
     out = []
     if detok_ids:  # level 1 has neither; a scheduler-only trace has no detokenizer
@@ -157,7 +158,7 @@ def check_tokens(trace: Trace) -> list[str]:
             if sampled[rid] != detok_ids[rid]:
                 out.append(f"tokens: request {rid}: sampled {_short(sampled[rid])} but detokenized "
                            f"{_short(detok_ids[rid])}")
-    for name, streamed in (("SSE chunks", sse), ("tm.waiter_woken", woken)):
+    for name, streamed in (("SSE chunks", sse), (S.TM_WAITER_WOKEN, woken)):
         for rid, text in streamed.items():
             if text != detok_text[rid] and not (rid in left and detok_text[rid].startswith(text)):
                 out.append(f"text: request {rid}: detokenizer sent {detok_text[rid]!r} but {name} "
@@ -167,8 +168,8 @@ def check_tokens(trace: Trace) -> list[str]:
 
 def check_rounds(trace: Trace) -> list[str]:
     """Rounds are numbered 1, 2, 3 … with no gap; each forms one batch and ends once."""
-    ends = [ev.round for ev in trace.events if ev.name == "sched.round_end"]
-    formed = Counter(ev.round for ev in trace.events if ev.name == "sched.batch_formed")
+    ends = [ev.round for ev in trace.events if ev.name == S.SCHED_ROUND_END]
+    formed = Counter(ev.round for ev in trace.events if ev.name == S.SCHED_BATCH_FORMED)
     out = []
     if None in ends or None in formed:
         out.append("rounds: a sched.batch_formed or sched.round_end has no round number")
@@ -190,7 +191,7 @@ def check_rounds(trace: Trace) -> list[str]:
 def check_replay(trace: Trace) -> list[str]:
     """Replay (from delta events) and the engine's sched.round_end agree at every round."""
     out = []
-    round_ends = [ev for ev in trace.events if ev.name == "sched.round_end"]
+    round_ends = [ev for ev in trace.events if ev.name == S.SCHED_ROUND_END]
     for state, ev in zip(replay(trace), round_ends):
         facts = [("waiting", state.waiting, ev.get("waiting")), ("running", state.running, ev.get("running")),
                  ("chunked", state.chunked, ev.get("chunked")),

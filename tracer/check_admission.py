@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from tracer.event import Event
 from tracer.reader import Trace
+from tracer.schema import BUDGETS, SCHED_ADMISSION, SCHED_PREFILL_BUDGET, SCHED_ROUND_END
 
-BUDGETS = ("rem_total_tokens", "rem_input_tokens", "rem_chunk_tokens", "rem_kv_room", "rem_running")
+__all__ = ["BUDGETS", "check_admission"]  # BUDGETS lives in tracer.schema; importable from here as before
 TOLERANCE = 1e-3  # rem_total_tokens is a float rounded to 4 decimals in the trace
 
 
@@ -19,10 +20,10 @@ def check_admission(trace: Trace) -> list[str]:
     out: list[str] = []
     budgets: dict | None = None  # where the round's budgets stand now
     for ev in trace.events:
-        if ev.name == "sched.prefill_budget":
+        if ev.name == SCHED_PREFILL_BUDGET:
             budgets = dict(ev.get("budgets") or {})
             out += _check_start(ev, budgets)
-        elif ev.name == "sched.admission" and "before" in ev.attrs:
+        elif ev.name == SCHED_ADMISSION and "before" in ev.attrs:
             before, after = ev.get("before") or {}, ev.get("after") or {}
             if budgets is None:
                 out.append(f"admission: round {ev.round}: {ev.rid} ({ev.where}) has budgets but its round has "
@@ -41,7 +42,7 @@ def check_admission(trace: Trace) -> list[str]:
                                f"{after.get(name)}, expected {_fmt(want)} ({ev.get('decision')}: before {b} "
                                f"- spent {_fmt(spent[name])})")
             budgets = dict(after)
-        elif ev.name == "sched.round_end":
+        elif ev.name == SCHED_ROUND_END:
             budgets = None
     return out
 

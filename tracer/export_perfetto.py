@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tracer import schema as S
 from tracer.event import Event
 from tracer.reader import Trace
 
 LANES = ("rounds", "model", "sched", "kv", "cache", "ipc", "detok", "tm", "http", "trace")
-SCHED_LANES = ("sched", "kv", "cache", "model")
 BULKY = {"nodes", "input_ids", "positions", "out_cache_loc", "matched_slots"}  # args show their length only
 
 
@@ -50,7 +50,7 @@ def perfetto_events(trace: Trace) -> dict[str, Any]:
     out += _request_slices(trace, us, req_pid, req_tid)
     out += _ipc_flows(trace, us)
     for ev in trace.events:
-        if ev.name in ("model.forward", "ipc.send", "ipc.recv", "sched.round_end"):
+        if ev.name in (S.MODEL_FORWARD, S.IPC_SEND, S.IPC_RECV, S.SCHED_ROUND_END):
             continue  # drawn as slices and flows above
         out.append({"name": ev.name, "cat": ev.lane, "ph": "i", "s": "t", "ts": us(ev.time_ns), "pid": ev.pid,
                     "tid": _tid(ev.lane), "args": _args(ev)})
@@ -90,10 +90,10 @@ def _round_slices(trace: Trace, us) -> list[dict]:
     first: dict[tuple[int, int], Event] = {}
     out = []
     for ev in trace.events:
-        if ev.round is None or ev.lane not in SCHED_LANES:
+        if ev.round is None or ev.lane not in S.SCHED_LANES:
             continue
         first.setdefault((ev.pid, ev.round), ev)
-        if ev.name == "sched.round_end":
+        if ev.name == S.SCHED_ROUND_END:
             start = first[(ev.pid, ev.round)]
             args = {k: ev.get(k) for k in ("free_slots", "cached_slots", "evictable_slots")}
             args.update(waiting=len(ev.get("waiting") or []), running=len(ev.get("running") or []))
@@ -107,7 +107,7 @@ def _forward_slices(trace: Trace, us) -> list[dict]:
     open_b: dict[int, Event] = {}
     out = []
     for ev in trace.events:
-        if ev.name != "model.forward":
+        if ev.name != S.MODEL_FORWARD:
             continue
         if ev.ph == "B":
             open_b[ev.pid] = ev
@@ -133,17 +133,17 @@ def _request_slices(trace: Trace, us, pid: int, tids: dict[str, int]) -> list[di
             phase = None
 
         for ev in evs:
-            if ev.name == "sched.enqueued":
+            if ev.name == S.SCHED_ENQUEUED:
                 close(ev.time_ns)
                 phase = ("queued (retracted)" if ev.get("retracted") else "queued", ev.time_ns)
-            elif ev.name == "sched.admission" and ev.get("decision") in ("admitted", "chunked"):
+            elif ev.name == S.SCHED_ADMISSION and ev.get("decision") in ("admitted", "chunked"):
                 if phase is None or phase[0].startswith("queued"):
                     close(ev.time_ns)
                     phase = ("prefill", ev.time_ns)
-            elif ev.name == "sched.output_appended" and phase is not None and phase[0] == "prefill":
+            elif ev.name == S.SCHED_OUTPUT_APPENDED and phase is not None and phase[0] == "prefill":
                 close(ev.time_ns)
                 phase = ("decode", ev.time_ns)
-            elif ev.name in ("sched.retracted", "sched.finished", "sched.refused"):
+            elif ev.name in (S.SCHED_RETRACTED, S.SCHED_FINISHED, S.SCHED_REFUSED):
                 close(ev.time_ns)
         if evs:
             close(evs[-1].time_ns)
@@ -154,7 +154,7 @@ def _ipc_flows(trace: Trace, us) -> list[dict]:
     """A short slice at each end of a message, joined by a flow arrow (only messages with both ends)."""
     ends: dict[str, dict[str, Event]] = {}
     for ev in trace.events:
-        if ev.name in ("ipc.send", "ipc.recv") and ev.flow_id is not None:
+        if ev.name in (S.IPC_SEND, S.IPC_RECV) and ev.flow_id is not None:
             ends.setdefault(ev.flow_id, {})[ev.name] = ev
     stamps = sorted({(ev.pid, us(ev.time_ns)) for pair in ends.values() for ev in pair.values()})
     next_stamp = {a: b[1] for a, b in zip(stamps, stamps[1:]) if a[0] == b[0]}
@@ -163,11 +163,11 @@ def _ipc_flows(trace: Trace, us) -> list[dict]:
         for ev in pair.values():
             t = us(ev.time_ns)
             end = min(t + 1.0, next_stamp.get((ev.pid, t), t + 1.0))  # at most 1 us, never over the next one
-            verb = "send" if ev.name == "ipc.send" else "recv"
+            verb = "send" if ev.name == S.IPC_SEND else "recv"
             out.append(_x(f"{verb} {ev.get('msg', '')}", "ipc", t, end, ev.pid, _tid("ipc"),
                           {**_args(ev), "flow": fid}))
         if len(pair) == 2:
-            s, f = pair["ipc.send"], pair["ipc.recv"]
+            s, f = pair[S.IPC_SEND], pair[S.IPC_RECV]
             common = {"name": s.get("msg", "ipc"), "cat": "ipc", "id": n}
             out.append({**common, "ph": "s", "ts": us(s.time_ns), "pid": s.pid, "tid": _tid("ipc")})
             out.append({**common, "ph": "f", "bp": "e", "ts": us(f.time_ns), "pid": f.pid,

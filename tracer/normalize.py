@@ -14,9 +14,10 @@ from typing import Any
 
 from tracer.event import Event
 from tracer.reader import Trace
+from tracer.schema import PROCESSES
 
 VOLATILE_ATTRS = frozenset({"wall_ns", "mono_ns", "duration_ms", "logprobs"})
-PROCESS_ORDER = ("engine", "tokenizer_manager", "scheduler", "detokenizer")
+PROCESS_ORDER = PROCESSES  # the offline engine, then the server's processes in pipeline order
 
 
 def normalize_event(ev: Event) -> dict[str, Any]:

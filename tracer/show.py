@@ -13,6 +13,7 @@ from tracer.event import Event
 from tracer.fmt import compact, finish_type, ms, ranges, short_rid
 from tracer.reader import Trace, TraceError
 from tracer.replay import replay, state_at
+from tracer.schema import HTTP_REQUEST_RECEIVED, SCHED_BATCH_FORMED, SCHED_SAMPLED
 from tracer.state import ReqState
 
 PROC_SHORT = {"tokenizer_manager": "tm", "scheduler": "sched", "detokenizer": "detok", "engine": "engine"}
@@ -53,7 +54,7 @@ def requests_table(trace: Trace) -> Table:
     if not trace.events:
         return t
     final = state_at(trace, len(trace.events) - 1)
-    received = {ev.rid: ev.time_ns for ev in trace.events if ev.name == "http.request_received"}
+    received = {ev.rid: ev.time_ns for ev in trace.events if ev.name == HTTP_REQUEST_RECEIVED}
     for rid, req in final.reqs.items():
         start = received.get(rid, req.created_ns)
         wait = req.admitted_ns - req.enqueued_ns if req.admitted_ns and req.enqueued_ns else None
@@ -118,12 +119,12 @@ def facts(ev: Event, rid: str | None = None) -> str:
         parts.append(f"r{ev.round}")
     attrs = dict(ev.attrs)
     rids = ev.rids or ev.get("rids") or []
-    if rid in rids and ev.name == "sched.batch_formed":
+    if rid in rids and ev.name == SCHED_BATCH_FORMED:
         i = rids.index(rid)
         attrs = {"mode": ev.get("forward_mode"), "of": len(rids)}
         attrs.update({k: ev.get(k)[i] for k in ("prefix_lens", "extend_lens", "seq_lens")
                       if len(ev.get(k) or []) > i})
-    elif rid in rids and ev.name == "sched.sampled":
+    elif rid in rids and ev.name == SCHED_SAMPLED:
         i = rids.index(rid)
         attrs = {k: v[i] for k, v in (("token", ev.get("token_ids")), ("text", ev.get("texts")))
                  if isinstance(v, list) and len(v) > i}

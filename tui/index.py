@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from tracer import schema as S
 from tracer.event import Event
 from tracer.reader import Trace
 
@@ -26,7 +27,6 @@ MSG_ROUTE = {"TokenizedGenerateReqInput": ("tm", "sched"), "AbortReq": ("tm", "s
 # The types a request takes on its way, in order (lessons/docs/reference/trace-events.md).
 TYPE_CHAIN = ("ChatCompletionRequest", "GenerateReqInput", "TokenizedGenerateReqInput", "Req", "ScheduleBatch",
               "ForwardBatch", "GenerationBatchResult", "BatchTokenIDOutput", "BatchStrOutput", "SSE chunk")
-SCHED_LANES = ("sched", "kv", "cache", "model")
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,10 @@ class TraceIndex:
             self._add(ev)
 
     def _add(self, ev: Event) -> None:
-        if ev.name == "sched.round_end" and ev.round is not None:
+        if ev.name == S.SCHED_ROUND_END and ev.round is not None:
             self.round_ends.append(ev.index)
             self.round_of_end[ev.index] = ev.round
-        if ev.name == "sched.sampled":
+        if ev.name == S.SCHED_SAMPLED:
             self._learn(ev.get("token_ids"), ev.get("texts"))
         if self.t0 is None and ev.all_rids:
             self.t0 = ev.time_ns  # (a server spends seconds loading the model before that)
@@ -86,17 +86,17 @@ class TraceIndex:
                 self.rid_order[rid] = len(self.rid_order)
             info.events.append(ev.index)
             info.handoffs.append(_handoff(ev))
-            if ev.round is not None and ev.lane in SCHED_LANES:
+            if ev.round is not None and ev.lane in S.SCHED_LANES:
                 info.rounds.add(ev.round)
-            if ev.name == "tm.tokenized":
+            if ev.name == S.TM_TOKENIZED:
                 info.prompt_text = ev.get("text")
                 info.prompt_ids = ev.get("input_ids")
                 self._learn(info.prompt_ids, ev.get("input_texts"))
-            elif ev.name == "http.request_received":
+            elif ev.name == S.HTTP_REQUEST_RECEIVED:
                 info.received_ns, info.endpoint = ev.time_ns, ev.get("endpoint")
-            elif ev.name == "http.sse_chunk":
+            elif ev.name == S.HTTP_SSE_CHUNK:
                 info.chunks.append((ev.index, str(ev.get("delta") or "")))
-            elif ev.name == "detok.decoded":
+            elif ev.name == S.DETOK_DECODED:
                 info.decoded.append((ev.index, str(ev.get("delta") or "")))
 
     def _learn(self, ids: list | None, texts: list | None) -> None:
@@ -138,7 +138,7 @@ def _handoff(ev: Event) -> Handoff:
     if ev.lane == "ipc":
         msg = str(ev.get("msg") or "")
         sender, receiver = MSG_ROUTE.get(msg, (PROC_LANE.get(ev.proc, "sched"),) * 2)
-        if ev.name == "ipc.send":
+        if ev.name == S.IPC_SEND:
             return Handoff(ev.index, sender, msg or None, ev.name, sending_to=receiver)
         return Handoff(ev.index, receiver, msg or None, ev.name)
     lane = PREFIX_LANE.get(ev.lane, PROC_LANE.get(ev.proc, "sched"))

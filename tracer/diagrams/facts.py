@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from tracer import schema as S
 from tracer.diagrams.lanes import is_decode_for
 from tracer.diagrams.text import cut, joined_text, quoted, token, token_ids
 from tracer.event import Event
@@ -14,9 +15,9 @@ from tracer.fmt import ranges, short_rid
 Described = tuple[str, str, list[str]]  # type, what, facts
 
 # the type a request has at each event, for events that do not carry a `type` attribute
-EVENT_TYPE = {"sched.batch_formed": "ScheduleBatch", "model.forward": "ForwardBatch",
-              "sched.sampled": "GenerationBatchResult", "detok.decoded": "BatchStrOutput",
-              "http.sse_chunk": "SSE chunk", "tm.waiter_woken": "ReqState"}
+EVENT_TYPE = {S.SCHED_BATCH_FORMED: "ScheduleBatch", S.MODEL_FORWARD: "ForwardBatch",
+              S.SCHED_SAMPLED: "GenerationBatchResult", S.DETOK_DECODED: "BatchStrOutput",
+              S.HTTP_SSE_CHUNK: "SSE chunk", S.TM_WAITER_WOKEN: "ReqState"}
 
 
 def merge_repeats(facts: list[str]) -> list[str]:
@@ -43,7 +44,7 @@ def _prefix(ev: Event) -> str:
 
 
 # facts for the lane's next handoff
-PENDING: dict[str, Callable[[Event], str]] = {"sched.prefix_matched": _prefix, "sched.admission": _admission}
+PENDING: dict[str, Callable[[Event], str]] = {S.SCHED_PREFIX_MATCHED: _prefix, S.SCHED_ADMISSION: _admission}
 
 
 def _enqueued(ev: Event) -> str:
@@ -60,8 +61,8 @@ def _inserted(ev: Event) -> str:
 
 
 # facts about the lane's latest handoff
-FOLDED: dict[str, Callable[[Event], str]] = {"sched.enqueued": _enqueued, "sched.output_appended": _appended,
-                                             "cache.inserted": _inserted}
+FOLDED: dict[str, Callable[[Event], str]] = {S.SCHED_ENQUEUED: _enqueued, S.SCHED_OUTPUT_APPENDED: _appended,
+                                             S.CACHE_INSERTED: _inserted}
 
 
 def _reason(reason) -> str:
@@ -133,49 +134,49 @@ def message(ev: Event, rid: str) -> list[str]:
 def describe(ev: Event, texts: dict[int, str]) -> Described | None:
     """Type, what and facts of every other event that makes a handoff; None for events no lane draws."""
     name, typ = ev.name, str(ev.get("type") or EVENT_TYPE.get(ev.name, ""))
-    if name == "http.request_received":
+    if name == S.HTTP_REQUEST_RECEIVED:
         params = ev.get("sampling_params") or {}
         facts = [f"POST {ev.get('endpoint')}" + (" (stream)" if ev.get("stream") else "")]
         if "max_new_tokens" in params:
             facts.append(f"max_new_tokens {params['max_new_tokens']}")
         return typ or "request", "received", facts
-    if name == "tm.generate_req_input":
+    if name == S.TM_GENERATE_REQ_INPUT:
         return typ, "normalized", [f"rid {short_rid(ev.rid)}"]
-    if name == "tm.tokenized":
+    if name == S.TM_TOKENIZED:
         ids = list(ev.get("input_ids") or [])
         facts = [f"{len(ids)} input_ids: {token_ids(ids)}"]
         if isinstance(ev.get("text"), str):
             facts.append(f"text {quoted(cut(ev.get('text')))}")
         return typ, "tokenized", facts
-    if name == "tm.waiter_woken":
+    if name == S.TM_WAITER_WOKEN:
         done = " (finished)" if ev.get("finished") else ""
         return "ReqState", "waiter woken", [f"delta {quoted(str(ev.get('delta_text') or ''))}{done}"]
-    if name == "http.sse_chunk":
+    if name == S.HTTP_SSE_CHUNK:
         return typ, f"#{ev.get('index')}", [f"delta {quoted(str(ev.get('delta') or ''))}"]
-    if name == "http.response_finished":
+    if name == S.HTTP_RESPONSE_FINISHED:
         usage = ev.get("usage") or {}
         facts = [f"finish_reason {_reason(ev.get('finish_reason'))}", f"status {ev.get('status')}"]
         if usage:
             facts.append(f"usage {usage.get('prompt_tokens')} prompt + {usage.get('completion_tokens')} completion")
         return "HTTP response", "finished", facts
-    if name == "http.error":
+    if name == S.HTTP_ERROR:
         return "HTTP response", f"error {ev.get('status')}", [cut(str(ev.get("message")), 60)]
-    if name == "sched.req_created":
+    if name == S.SCHED_REQ_CREATED:
         params = ev.get("sampling_params") or {}
         facts = [f"input_len {ev.get('input_len')}"]
         if "max_new_tokens" in params:
             facts.append(f"max_new_tokens {params['max_new_tokens']}")
         return typ or "Req", "created", facts
-    if name == "sched.retracted":
+    if name == S.SCHED_RETRACTED:
         return "Req", "retracted", [f"output_len {ev.get('output_len')}", "its KV goes back to the pool or the tree"]
-    if name == "sched.abort_requested":
+    if name == S.SCHED_ABORT_REQUESTED:
         return "Req", "abort requested", [f"while {ev.get('where')}"]
-    if name == "sched.finished":
+    if name == S.SCHED_FINISHED:
         return "Req", "finished", [_reason(ev.get("finish_reason")), f"output_len {ev.get('output_len')}",
                                    f"cached_tokens {ev.get('cached_tokens')}"]
-    if name == "sched.refused":
+    if name == S.SCHED_REFUSED:
         return "Req", "refused", [cut(str(ev.get("message")), 60)]
-    if name == "detok.decoded":
+    if name == S.DETOK_DECODED:
         facts = [f"token_ids {token_ids(list(ev.get('token_ids') or []))}",
                  f"delta {quoted(str(ev.get('delta') or ''))}"]
         if ev.get("held_back_tokens"):
@@ -197,10 +198,10 @@ def summary(events: list[Event], lane: str, run: tuple[int, int], rid: str,
     if lane == "sched":
         slots, sampled_ids = [], []
         for ev in events:
-            if ev.name == "sched.batch_formed":
+            if ev.name == S.SCHED_BATCH_FORMED:
                 k, n, _ = _row_span(ev, rid)
                 slots += list(ev.get("out_cache_loc") or [])[k: k + n]
-            elif ev.name == "sched.output_appended":
+            elif ev.name == S.SCHED_OUTPUT_APPENDED:
                 sampled_ids.append(ev.get("token_id"))
         facts.append(f"out_cache_loc {ranges(sorted(slots))}")
         text = joined_text(sampled_ids, texts)
@@ -208,9 +209,10 @@ def summary(events: list[Event], lane: str, run: tuple[int, int], rid: str,
     elif lane == "model":
         facts.append("one DECODE row of this request each")
     else:
-        deltas = [str(ev.get("delta") or "") for ev in events if ev.name in ("detok.decoded", "http.sse_chunk")]
+        streamed = (S.DETOK_DECODED, S.HTTP_SSE_CHUNK)
+        deltas = [str(ev.get("delta") or "") for ev in events if ev.name in streamed]
         if not deltas:  # a request that does not stream: only its waiter is woken
-            deltas = [str(ev.get("delta_text") or "") for ev in events if ev.name == "tm.waiter_woken"]
+            deltas = [str(ev.get("delta_text") or "") for ev in events if ev.name == S.TM_WAITER_WOKEN]
         if deltas:
             facts.append(f"delta {quoted(cut(''.join(deltas), 48))}")
     return what, type_, facts  # the run leads (bold); the types it stands for follow

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tracer import schema as S
 from tracer.diagrams import facts as F
 from tracer.diagrams.lanes import causal_rounds, folded_runs, lane_of
 from tracer.diagrams.text import token_texts
@@ -65,7 +66,7 @@ class _Builder:
         self.events = [ev for ev in trace.by_rid(rid) if lane_of(ev) is not None]
         self.rounds = causal_rounds(self.events)
         self.folded = [] if all_rounds else folded_runs(self.events, self.rounds, rid, keep)
-        self.kept_tokens = {ev.round for ev in self.events if ev.name == "sched.output_appended"}
+        self.kept_tokens = {ev.round for ev in self.events if ev.name == S.SCHED_OUTPUT_APPENDED}
         self.handoffs: list[Handoff] = []
         self.links: list[Link] = []
         self.last: dict[str, Handoff] = {}  # the latest handoff of each lane
@@ -124,9 +125,9 @@ class _Builder:
         for ev, r in zip(self.events, self.rounds):
             lane = lane_of(ev)
             assert lane is not None
-            if ev.name == "ipc.send":
+            if ev.name == S.IPC_SEND:
                 self.send(ev, lane, r)
-            elif ev.name == "ipc.recv":
+            elif ev.name == S.IPC_RECV:
                 self.recv(ev, lane, r)
             else:
                 self.event(ev, lane, r)
@@ -147,18 +148,18 @@ class _Builder:
             if fact:
                 self.fold(ev, lane, fact)
             return
-        if name == "model.forward":
+        if name == S.MODEL_FORWARD:
             if ev.ph != "E":
                 h = self.handoff(ev, lane, "ForwardBatch", *F.forward(ev, rid), r)
                 self.forward = h
                 if self.batch is not None:
                     self.links.append(Link("call", self.batch.id, h.id, "run_batch", at=ev.index))
             return
-        if name == "sched.batch_formed":
+        if name == S.SCHED_BATCH_FORMED:
             self.batch = self.handoff(ev, lane, "ScheduleBatch", *F.batch(ev, rid, texts), r)
             self.forward = None
             return
-        if name == "sched.sampled":
+        if name == S.SCHED_SAMPLED:
             h = self.handoff(ev, lane, "GenerationBatchResult", *F.sampled(ev, rid, texts, r in self.kept_tokens), r)
             if self.forward is not None:
                 self.links.append(Link("call", self.forward.id, h.id, "next_token_ids", at=ev.index))

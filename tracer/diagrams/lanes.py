@@ -8,6 +8,7 @@ and an ipc event's lane from the pipeline order (tokenizer manager → scheduler
 
 from __future__ import annotations
 
+from tracer import schema as S
 from tracer.event import Event
 
 LANES = {"tm": "HTTP server + TokenizerManager", "sched": "Scheduler", "model": "ModelRunner",
@@ -19,8 +20,8 @@ NEXT_PROC = {"tokenizer_manager": "scheduler", "scheduler": "detokenizer", "deto
 PREV_PROC = {v: k for k, v in NEXT_PROC.items()}
 
 # what a plain decode step does to a request; a round with anything else is drawn in full
-ROUTINE = {"sched.batch_formed", "kv.assigned", "model.forward", "sched.sampled", "sched.output_appended",
-           "cache.inserted", "ipc.send", "ipc.recv", "detok.decoded", "tm.waiter_woken", "http.sse_chunk"}
+ROUTINE = {S.SCHED_BATCH_FORMED, S.KV_ASSIGNED, S.MODEL_FORWARD, S.SCHED_SAMPLED, S.SCHED_OUTPUT_APPENDED,
+           S.CACHE_INSERTED, S.IPC_SEND, S.IPC_RECV, S.DETOK_DECODED, S.TM_WAITER_WOKEN, S.HTTP_SSE_CHUNK}
 MIN_RUN = 3  # a run of this many plain decode rounds keeps its first and folds the rest
 
 
@@ -30,7 +31,7 @@ def lane_of(ev: Event) -> str | None:
         return PREFIX_LANE.get(ev.lane)
     if ev.proc in PROC_LANE:
         return PROC_LANE[ev.proc]
-    if ev.name == "ipc.send":  # offline engine: the sender is the stage before the destination
+    if ev.name == S.IPC_SEND:  # offline engine: the sender is the stage before the destination
         return PROC_LANE.get(PREV_PROC.get(str(ev.get("dst")), ""))
     return PROC_LANE.get(NEXT_PROC.get(str(ev.get("src")), ""))
 
@@ -45,9 +46,9 @@ def causal_rounds(events: list[Event]) -> list[int | None]:
         lane = lane_of(ev)
         if lane in ("sched", "model") and ev.round is not None:
             lane_round[lane] = ev.round
-        if ev.name == "ipc.send" and ev.flow_id is not None:
+        if ev.name == S.IPC_SEND and ev.flow_id is not None:
             sent_in[ev.flow_id] = ev.round if ev.round is not None else lane_round.get(lane or "")
-        elif ev.name == "ipc.recv" and ev.flow_id in sent_in and lane is not None:
+        elif ev.name == S.IPC_RECV and ev.flow_id in sent_in and lane is not None:
             lane_round[lane] = sent_in[ev.flow_id]
         out.append(lane_round.get(lane or ""))
     return out
@@ -67,10 +68,10 @@ def folded_runs(events: list[Event], rounds: list[int | None], rid: str,
     for ev, r in zip(events, rounds):
         if r is None:
             continue
-        if ev.name == "sched.batch_formed" and is_decode_for(ev, rid):
+        if ev.name == S.SCHED_BATCH_FORMED and is_decode_for(ev, rid):
             decode.add(r)
-        finishing = ev.name == "sched.output_appended" and ev.get("finished")
-        if ev.name not in ROUTINE or finishing or (ev.name == "tm.waiter_woken" and ev.get("finished")):
+        finishing = ev.name == S.SCHED_OUTPUT_APPENDED and ev.get("finished")
+        if ev.name not in ROUTINE or finishing or (ev.name == S.TM_WAITER_WOKEN and ev.get("finished")):
             unusual.add(r)
     plain = sorted(decode - unusual)
     runs: list[list[int]] = []

@@ -11,6 +11,7 @@ from tracer.diagrams.graph import Cluster, Edge, Graph, Html, Node
 from tracer.diagrams.text import TREE_EVICTABLE, TREE_LOCKED, cut, joined_text, quoted, token_ids, token_texts
 from tracer.fmt import ranges, short_rid
 from tracer.reader import Trace
+from tracer.schema import TM_TOKENIZED
 from tracer.state import RoundState
 from tracer.tree import evictable_size, nested
 
@@ -48,7 +49,8 @@ class RadixPicture:
 
 def request_tokens(trace: Trace, state: RoundState, rid: str) -> list[int]:
     """The request's tokens as of this state: its prompt (tm.tokenized) and the output so far."""
-    prompt = next((list(ev.get("input_ids") or []) for ev in trace.by_rid(rid) if ev.name == "tm.tokenized"), [])
+    tokenized = (ev for ev in trace.by_rid(rid) if ev.name == TM_TOKENIZED)
+    prompt = next((list(ev.get("input_ids") or []) for ev in tokenized), [])
     req = state.reqs.get(rid)
     return prompt + (list(req.output_ids) if req is not None else [])
 

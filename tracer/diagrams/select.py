@@ -6,6 +6,7 @@ from tracer.diagrams.errors import DiagramError
 from tracer.fmt import short_rid
 from tracer.reader import Trace, TraceError
 from tracer.replay import replay, state_at
+from tracer.schema import SCHED_BATCH_FORMED
 from tracer.state import RoundState
 
 
@@ -35,7 +36,8 @@ def request_for(trace: Trace, rid: str | None, view: str) -> str:
 
 def batch_rounds(trace: Trace, rid: str) -> list[int]:
     """The rounds whose batch held `rid`, ascending."""
-    return sorted({ev.round for ev in trace.by_rid(rid) if ev.name == "sched.batch_formed" and ev.round is not None})
+    formed = (ev for ev in trace.by_rid(rid) if ev.name == SCHED_BATCH_FORMED)
+    return sorted({ev.round for ev in formed if ev.round is not None})
 
 
 def pick_round(trace: Trace, rid: str | None, round: int | None) -> int:

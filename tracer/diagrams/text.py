@@ -10,6 +10,7 @@ from __future__ import annotations
 import colorsys
 
 from tracer.reader import Trace
+from tracer.schema import SCHED_SAMPLED, TM_TOKENIZED
 
 # pastel fills, light enough for black text; requests take them in order of first appearance
 PALETTE = ("#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5",
@@ -27,9 +28,9 @@ def token_texts(trace: Trace) -> dict[int, str]:
         return trace.cache[cache_key]
     texts: dict[int, str] = {}
     for ev in trace.events:
-        if ev.name == "sched.sampled":
+        if ev.name == SCHED_SAMPLED:
             pairs = zip(ev.get("token_ids") or [], ev.get("texts") or [])
-        elif ev.name == "tm.tokenized":
+        elif ev.name == TM_TOKENIZED:
             pairs = zip(ev.get("input_ids") or [], ev.get("input_texts") or [])
         else:
             continue
