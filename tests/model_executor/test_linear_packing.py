@@ -12,7 +12,29 @@ import torch.nn.functional as F
 
 from minisgl.layers.linear import Linear, onednn_packing_available, pack_weight
 
-needs_onednn = pytest.mark.skipif(not onednn_packing_available(), reason="this torch has no oneDNN linear ops")
+
+
+def _packing_accepted() -> bool:
+    """pack_weight refuses (returns None) where oneDNN's result differs from F.linear on this CPU."""
+    if not onednn_packing_available():
+        return False
+    weight = torch.randn(960, 576, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    return pack_weight(weight) is not None
+
+
+needs_onednn = pytest.mark.skipif(not _packing_accepted(), reason="no oneDNN linear ops here, or they disagree "
+                                  "with F.linear on this CPU, so the engine keeps the plain path")
+
+
+def test_a_refused_pack_keeps_the_plain_path():
+    """Wherever packing is refused, the layer computes exactly F.linear."""
+    layer = Linear(576, 960, bias=True).to(torch.bfloat16)
+    x = torch.randn(3, 576, dtype=torch.bfloat16)
+    if not layer.pack():
+        assert layer.packed_weight is None
+        assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
+    else:
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=0.05, rtol=0.02)
 
 
 @needs_onednn
