@@ -46,7 +46,7 @@ class HeldBack:
 
 @dataclass(frozen=True)
 class DecodeStep:
-    """The result of one step: the text to send now, plus what was held and why, for the tracer."""
+    """The result of one step: the text to send now, plus what was held and why (the trace shows it)."""
 
     delta_text: str
     held_back: HeldBack

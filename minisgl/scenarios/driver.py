@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from minisgl.scenarios.base import TRACE_LEVEL, Abort, Scenario, Submit
 from minisgl.server_args import ServerArgs
@@ -47,9 +47,10 @@ def run(scenario: Scenario, trace_dir: str, loaded: Any = None) -> Outcome:
         engine.shutdown()
 
 
-def drive(engine: Any, steps: tuple) -> Outcome:
+def drive(engine: Any, steps: tuple, on_round: Callable[[Any], None] | None = None) -> Outcome:
     """Apply each step once its round has come (sooner only if the engine has nothing to run until then), then
-    run rounds until every request is done, exactly as Engine.generate does between its own steps."""
+    run rounds until every request is done, exactly as Engine.generate does between its own steps.
+    `on_round(scheduler)` is called after every round that ran a batch (tests read the live state there)."""
     pending = sorted(steps, key=lambda s: s.after_round)  # stable: steps of one round keep their order
     sched, submitted, outcome = engine.scheduler, [], Outcome()
     for _ in range(MAX_LOOPS):
@@ -65,7 +66,10 @@ def drive(engine: Any, steps: tuple) -> Outcome:
                 engine.abort(step.rid)
         if not pending and all(engine._states[rid]["done"] for rid in submitted):
             break
+        before = sched.forward_ct
         engine._step()  # one scheduler round, then the detokenizer
+        if on_round is not None and sched.forward_ct > before:
+            on_round(sched)
     else:
         raise RuntimeError(f"the scenario did not finish within {MAX_LOOPS} scheduler loops")
     outcome.rounds = sched.forward_ct

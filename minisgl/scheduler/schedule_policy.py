@@ -6,8 +6,8 @@ PrefillAdder holds this round's budgets and spends them one request at a time:
 - rem_total_tokens: free + evictable KV slots, minus what running requests will still need
 - rem_kv_room: free + evictable KV slots, the hard limit
 - rem_running: requests that may still join the running ones (--max-running-requests)
-It imports nothing from the tracer: its decisions and the budgets behind them are data (`log`,
-`initial`), which the scheduler's trace hooks turn into events.
+It emits no events itself: its decisions and the budgets behind them are data (`log`, `initial`),
+which the scheduler's hooks turn into trace events.
 """
 
 from __future__ import annotations

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from minisgl.scenarios.base import Submit
+from minisgl.scenarios.driver import drive as scenario_drive
 from tracer.replay import replay
 from tracer.tree import nested
 
 
 @dataclass
 class Arrival:
-    """Requests submitted once `after_round` rounds have run (or sooner, if the engine has gone idle)."""
+    """Requests submitted once `after_round` rounds have run (sooner only if nothing would run until then)."""
 
     after_round: int
     requests: list[tuple[str, list[int], dict]]
@@ -44,19 +46,13 @@ def replayed_state(state) -> dict:
 
 
 def drive(engine, arrivals: list[Arrival]) -> LiveRun:
-    """Submit each arrival at its round, run rounds until every request is done, as generate() does."""
-    pending, submitted, run = sorted(arrivals, key=lambda a: a.after_round), [], LiveRun()
-    sched = engine.scheduler
-    while pending or any(not engine._states[rid]["done"] for rid in submitted):
-        while pending and (pending[0].after_round <= sched.forward_ct or sched.is_idle()):
-            for rid, ids, params in pending.pop(0).requests:
-                engine._submit(rid, None, ids, params, stream=False)
-                submitted.append(rid)
-        before = sched.forward_ct
-        engine._step()  # one scheduler round, then the detokenizer
-        if sched.forward_ct > before:
-            run.live.append(live_state(sched))
-    run.results = {rid: engine._finish_result(rid) for rid in submitted}
+    """Submit each arrival at its round (the scenarios' driver), recording the live state after each round."""
+    steps = tuple(Submit(a.after_round, rid, ids=tuple(ids), max_new_tokens=params["max_new_tokens"],
+                         params={k: v for k, v in params.items() if k != "max_new_tokens"})
+                  for a in arrivals for rid, ids, params in a.requests)
+    run = LiveRun()
+    outcome = scenario_drive(engine, steps, on_round=lambda sched: run.live.append(live_state(sched)))
+    run.results = outcome.results
     return run
 
 
