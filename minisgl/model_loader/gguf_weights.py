@@ -10,6 +10,7 @@ import numpy as np
 
 from minisgl.configs.model_config import ModelConfig, UnsupportedModel
 from minisgl.model_loader.bundled import ModelNotFound
+from minisgl.model_loader.gguf_file import GGUFError, GGUFFile
 
 if TYPE_CHECKING:
     import torch
@@ -33,26 +34,17 @@ _TOP_NAMES = {
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
-def _reader(path: Path):
-    import gguf
-
+def _reader(path: Path) -> GGUFFile:
     try:
-        return gguf.GGUFReader(str(path))
-    except Exception as e:  # the reader fails in many ways on a damaged file (bad magic, short read, ...)
+        return GGUFFile(path)
+    except (GGUFError, OSError, ValueError) as e:  # bad magic, a short read, an empty file, ...
         raise ModelNotFound(f"{path} is not a readable GGUF file ({type(e).__name__}: {e})") from e
-
-
-def _field_value(field):
-    try:
-        return field.contents()
-    except Exception:  # arrays of unknown type: not needed for the config
-        return None
 
 
 def read_gguf_config(path: Path) -> ModelConfig:
     reader = _reader(path)
     wanted = ("general.", "llama.", "tokenizer.ggml.eos_token_id")
-    fields = {k: _field_value(f) for k, f in reader.fields.items() if k.startswith(wanted)}
+    fields = {k: v for k, v in reader.fields.items() if k.startswith(wanted)}
     names = {t.name: t for t in reader.tensors}
     try:
         vocab = int(names["token_embd.weight"].shape[-1])
@@ -78,13 +70,14 @@ def unpermute_rope(w: np.ndarray, n_heads: int) -> np.ndarray:
 
 def iter_gguf_weights(path: Path, config: ModelConfig) -> Iterator[tuple[str, torch.Tensor]]:
     import torch
+    from gguf.constants import GGMLQuantizationType
     from gguf.quants import dequantize
 
     for t in _reader(path).tensors:
         name = hf_name(t.name)
         if name is None:
             continue
-        w = dequantize(t.data, t.tensor_type)
+        w = dequantize(t.data, GGMLQuantizationType(t.tensor_type))
         w = np.array(w, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])
         if name.endswith("q_proj.weight"):
             w = unpermute_rope(w, config.num_attention_heads)

@@ -1,0 +1,67 @@
+"""minisgl's GGUF reader against the `gguf` package's own reader, on the bundled model: the same metadata and
+the same bytes for every tensor; and a clear error, not a traceback, for a file that is not GGUF."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minisgl.model_loader.bundled import ModelNotFound
+from minisgl.model_loader.gguf_file import GGUFError, GGUFFile
+from minisgl.model_loader.gguf_weights import read_gguf_config
+
+
+@pytest.fixture(scope="module")
+def both(bundled_source):
+    import gguf
+
+    return GGUFFile(bundled_source.path), gguf.GGUFReader(str(bundled_source.path))
+
+
+def test_every_metadata_field_equals_the_gguf_packages(both):
+    ours, theirs = both
+    assert list(ours.fields) == [k for k in theirs.fields if not k.startswith("GGUF.")]
+    for key, field in theirs.fields.items():
+        if key.startswith("GGUF."):  # the reader's own header pseudo-fields (version, counts)
+            continue
+        expected = field.contents()
+        got = ours.fields[key]
+        if isinstance(got, np.ndarray):
+            got = got.tolist()
+        assert got == pytest.approx(expected) if isinstance(expected, float) else got == expected, key
+    # the tokenizer arrays are really there, whole
+    assert len(ours.fields["tokenizer.ggml.tokens"]) == 49152
+    assert ours.fields["tokenizer.ggml.tokens"][:3] == theirs.fields["tokenizer.ggml.tokens"].contents()[:3]
+
+
+def test_every_tensor_has_the_same_name_type_shape_and_bytes(both):
+    ours, theirs = both
+    assert [t.name for t in ours.tensors] == [t.name for t in theirs.tensors]
+    for a, b in zip(ours.tensors, theirs.tensors):
+        assert a.tensor_type == int(b.tensor_type), a.name
+        assert a.shape == tuple(int(x) for x in b.shape), a.name
+        assert a.data.dtype == b.data.dtype and a.data.shape == b.data.shape, a.name
+        assert np.array_equal(a.data, b.data), a.name
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", "an empty file"),
+    (b"GGML" + bytes(60), "no GGUF magic"),
+    (b"GGUF" + (3).to_bytes(4, "little") + (1).to_bytes(8, "little") + (5).to_bytes(8, "little"), "truncated"),
+    (b"GGUF" + (99).to_bytes(4, "little") + bytes(16), "GGUF version 99"),
+])
+def test_a_damaged_file_is_one_clear_error(tmp_path, content, why):
+    path = tmp_path / "bad.gguf"
+    path.write_bytes(content)
+    with pytest.raises(GGUFError, match=why):
+        GGUFFile(path)
+    with pytest.raises(ModelNotFound, match=r"bad\.gguf is not a readable GGUF file"):
+        read_gguf_config(path)
+
+
+def test_a_tensor_past_the_end_of_the_file_is_refused(bundled_source, tmp_path):
+    whole = bundled_source.path.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(GGUFError, match="runs past the end of the file"):
+        GGUFFile(cut)
