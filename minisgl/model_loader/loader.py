@@ -68,8 +68,10 @@ def iter_weights(src: ModelSource, config: ModelConfig) -> Iterator[tuple[str, t
 
 
 def load_tokenizer(src: ModelSource):
+    if src.kind == "gguf":
+        from minisgl.model_loader.tokenizer_cache import load_gguf_tokenizer
+
+        return load_gguf_tokenizer(src.path)
     from transformers import AutoTokenizer
 
-    if src.kind == "gguf":
-        return AutoTokenizer.from_pretrained(str(src.path.parent), gguf_file=src.path.name)
     return AutoTokenizer.from_pretrained(str(src.path))

@@ -1,0 +1,92 @@
+"""The cached tokenizer is the tokenizer transformers converts from the GGUF file: the same ids for every
+text, the same chat prompt, the same decoded text and special tokens. The referee is transformers' own
+conversion, made in this test (not read from any cache)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from transformers import AutoTokenizer
+
+from minisgl.model_loader import tokenizer_cache
+
+TEXTS = [
+    "What is the capital of China?",
+    "  leading spaces, trailing spaces  ",
+    "中文：北京是中国的首都。😀 emoji and 日本語",
+    "<|im_start|>user\nspecial tokens inside text<|im_end|>",
+    "def f(x):\n\treturn x ** 2  # code, tabs and newlines\n\n",
+    "",
+    "a" * 300,
+]
+CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi! 你好"},
+        {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Again?"}]
+
+
+@pytest.fixture(scope="module")
+def converted(bundled_source):
+    return AutoTokenizer.from_pretrained(str(bundled_source.path.parent), gguf_file=bundled_source.path.name)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tokenizer-cache")
+    old = os.environ.get(tokenizer_cache.CACHE_ENV)
+    os.environ[tokenizer_cache.CACHE_ENV] = str(folder)
+    yield folder
+    if old is None:
+        del os.environ[tokenizer_cache.CACHE_ENV]
+    else:
+        os.environ[tokenizer_cache.CACHE_ENV] = old
+
+
+def test_first_load_converts_and_saves_then_later_loads_read_the_folder(bundled_source, cache, converted):
+    first = tokenizer_cache.load_gguf_tokenizer(bundled_source.path)
+    saved = cache / tokenizer_cache.cache_key(bundled_source.path)
+    assert (saved / "tokenizer.json").exists()
+    assert [p.name for p in cache.iterdir()] == [saved.name]  # no temporary folder left behind
+    again = tokenizer_cache.load_gguf_tokenizer(bundled_source.path)
+    assert again.name_or_path == str(saved)  # read from the cache, not converted again
+    for tok in (first, again):
+        _same_tokenizer(tok, converted)
+
+
+def _same_tokenizer(tok, ref) -> None:
+    assert len(tok) == len(ref) and tok.get_vocab() == ref.get_vocab()
+    for attr in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "all_special_ids",
+                 "clean_up_tokenization_spaces"):
+        assert getattr(tok, attr) == getattr(ref, attr), attr
+    for text in TEXTS:
+        for special in (True, False):
+            ids = ref.encode(text, add_special_tokens=special)
+            assert tok.encode(text, add_special_tokens=special) == ids, text
+            assert tok.decode(ids) == ref.decode(ids)
+            assert tok.decode(ids, skip_special_tokens=True) == ref.decode(ids, skip_special_tokens=True)
+    for gen in (True, False):
+        assert (tok.apply_chat_template(CHAT, add_generation_prompt=gen, tokenize=False)
+                == ref.apply_chat_template(CHAT, add_generation_prompt=gen, tokenize=False))
+    ids = list(range(0, len(ref), 97))
+    assert tok.convert_ids_to_tokens(ids) == ref.convert_ids_to_tokens(ids)
+
+
+def test_a_changed_file_gets_a_new_key(bundled_source, tmp_path):
+    copy = tmp_path / bundled_source.path.name
+    copy.write_bytes(bundled_source.path.read_bytes())
+    key = tokenizer_cache.cache_key(copy)
+    assert key != tokenizer_cache.cache_key(bundled_source.path)  # another path
+    os.utime(copy, ns=(0, 1_000_000_000))
+    assert tokenizer_cache.cache_key(copy) != key  # same path, touched
+
+
+def test_an_unwritable_cache_is_skipped_without_an_error(converted, tmp_path):
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("x")
+    tokenizer_cache._save(converted, blocked / "sub" / "key")  # cannot make the folder: nothing raised
+    assert blocked.read_text() == "x"
+    folder = tmp_path / "cache" / "key"
+    folder.mkdir(parents=True)  # another process was first: its folder stays, ours is dropped
+    (folder / "tokenizer.json").write_text("{}")
+    tokenizer_cache._save(converted, folder)
+    assert [p.name for p in folder.parent.iterdir()] == ["key"]
+    assert (folder / "tokenizer.json").read_text() == "{}"
