@@ -76,8 +76,8 @@ class ModelRunner:
         cls = ModelRegistry[self.model_config.architecture]
         with torch.device("meta"):
             model = cls(self.model_config)
-        # built on the meta device (no random init), then filled from the checkpoint
-        model = model.to_empty(device="cpu").to(torch.float32)
+        # built on the meta device (no random init), given empty float32 storage, then filled from the checkpoint
+        _materialize_empty(model)
         model.model.rotary_emb.build_cache()
         model.load_weights(iter_weights(source, self.model_config))
         model = model.to(device=self.device, dtype=self.dtype).eval()
@@ -131,3 +131,15 @@ def _available_memory_bytes(device: torch.device) -> int:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
         return 4 * 2**30
+
+
+def _materialize_empty(model: torch.nn.Module) -> None:
+    """Give every meta parameter and buffer empty float32 CPU storage of its shape. (`Module.to_empty` does
+    the same through torch's meta decompositions, whose first use imports seconds of modules.)"""
+    for module in model.modules():
+        for name, p in module._parameters.items():
+            if p is not None:
+                module._parameters[name] = torch.nn.Parameter(torch.empty(p.shape), requires_grad=p.requires_grad)
+        for name, b in module._buffers.items():
+            if b is not None:
+                module._buffers[name] = torch.empty(b.shape, dtype=torch.float32 if b.is_floating_point() else b.dtype)
