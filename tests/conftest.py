@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 
@@ -90,3 +92,32 @@ def runner_fp32(base_engine, bundled_source, model_config):
     return ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", max_total_tokens=4096,
                                                                 max_running_requests=16),
                        model=base_engine.model_runner.model)
+
+
+@dataclass
+class Ran:
+    scenario: object  # minisgl.scenarios.base.Scenario
+    folder: str
+    outcome: object  # minisgl.scenarios.driver.Outcome
+    trace: object  # tracer.reader.Trace
+
+
+@pytest.fixture(scope="session")
+def scenario_runs(base_engine, tmp_path_factory):
+    """ran(name): the scenario run on the real engine (the offline ones on the session's shared weights, the
+    server ones on a real `minisgl serve`) the first time any test asks for it; the same run after that."""
+    from minisgl.scenarios import get
+    from minisgl.scenarios.driver import run
+    from tracer.reader import load_trace
+
+    runs: dict[str, Ran] = {}
+
+    def ran(name: str) -> Ran:
+        if name not in runs:
+            sc = get(name)
+            folder = str(tmp_path_factory.mktemp(f"scenario-{name}"))
+            outcome = run(sc, folder, loaded=base_engine)
+            runs[name] = Ran(sc, folder, outcome, load_trace(folder))
+        return runs[name]
+
+    return ran

@@ -5,11 +5,11 @@ filled, the requests never considered, the rounds where no adder ran; as DOT, SV
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from minisgl.cli import main
-from tests.diagrams.admission_trace import admission_budgets_trace
 from tests.diagrams.helpers import ENGINE, HAS_DOT, NO_DOT, check_dot_structure, node_ids, parse_with_dot
 from tracer.admission import admission_rounds
 from tracer.diagrams import render_diagram
@@ -22,8 +22,9 @@ TD = re.compile(r'<TD([^>]*)>(.*?)</TD>')
 
 
 @pytest.fixture(scope="module")
-def folder(base_engine, tmp_path_factory):
-    return admission_budgets_trace(base_engine, tmp_path_factory)
+def folder(scenario_runs) -> Path:
+    """The session's run of the `admission_budgets` scenario (shared with the scenario and replay-app tests)."""
+    return Path(scenario_runs("admission_budgets").folder)
 
 
 @pytest.fixture(scope="module")

@@ -154,17 +154,10 @@ def records(folder: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def engine_traces(base_engine, tmp_path_factory) -> dict[str, list[dict]]:
-    """Real traces of the offline engine, one per scenario, as the JSONL records it wrote."""
-    from minisgl.scenarios import get
-    from minisgl.scenarios.driver import run
-
-    out = {}
-    for name in SCENARIOS:
-        folder = tmp_path_factory.mktemp(name)
-        run(get(name), str(folder), loaded=base_engine)
-        out[name] = records(folder)
-    return out
+def engine_traces(scenario_runs) -> dict[str, list[dict]]:
+    """Real traces of the offline engine, one per scenario, as the JSONL records it wrote (the session's
+    scenario runs, shared with the scenario tests)."""
+    return {name: records(Path(scenario_runs(name).folder)) for name in SCENARIOS}
 
 
 def undeclared(recs: list[dict]) -> list[str]:

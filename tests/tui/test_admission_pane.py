@@ -9,7 +9,6 @@ import re
 
 import pytest
 
-from tests.diagrams.admission_trace import admission_budgets_trace
 from tracer.reader import load_trace
 
 from .conftest import screen_text
@@ -20,8 +19,9 @@ ROUND = "right_square_bracket"
 
 
 @pytest.fixture(scope="module")
-def trace(base_engine, tmp_path_factory):
-    return load_trace(admission_budgets_trace(base_engine, tmp_path_factory))
+def trace(scenario_runs):
+    """The session's run of the `admission_budgets` scenario, read afresh for this module."""
+    return load_trace(scenario_runs("admission_budgets").folder)
 
 
 def cell_backgrounds(app, line_start: str) -> dict[str, str]:
