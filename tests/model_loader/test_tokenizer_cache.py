@@ -1,13 +1,12 @@
 """The cached tokenizer is the tokenizer transformers converts from the GGUF file: the same ids for every
 text, the same chat prompt, the same decoded text and special tokens. The referee is transformers' own
-conversion, made in this test (not read from any cache)."""
+conversion, made in this test on an empty cache (so not read from any cache)."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from transformers import AutoTokenizer
 
 from minisgl.model_loader import tokenizer_cache
 
@@ -25,11 +24,6 @@ CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": 
 
 
 @pytest.fixture(scope="module")
-def converted(bundled_source):
-    return AutoTokenizer.from_pretrained(str(bundled_source.path.parent), gguf_file=bundled_source.path.name)
-
-
-@pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tokenizer-cache")
     old = os.environ.get(tokenizer_cache.CACHE_ENV)
@@ -41,15 +35,22 @@ def cache(tmp_path_factory):
         os.environ[tokenizer_cache.CACHE_ENV] = old
 
 
-def test_first_load_converts_and_saves_then_later_loads_read_the_folder(bundled_source, cache, converted):
-    first = tokenizer_cache.load_gguf_tokenizer(bundled_source.path)
+@pytest.fixture(scope="module")
+def converted(bundled_source, cache):
+    """The first load on an empty cache: transformers' own conversion of the GGUF file, which it saves."""
+    assert list(cache.iterdir()) == []
+    tok = tokenizer_cache.load_gguf_tokenizer(bundled_source.path)
+    assert tok.name_or_path == str(bundled_source.path.parent)  # converted from the file, not a cache
+    return tok
+
+
+def test_the_first_load_saves_and_later_loads_read_the_folder(bundled_source, cache, converted):
     saved = cache / tokenizer_cache.cache_key(bundled_source.path)
     assert (saved / "tokenizer.json").exists()
     assert [p.name for p in cache.iterdir()] == [saved.name]  # no temporary folder left behind
     again = tokenizer_cache.load_gguf_tokenizer(bundled_source.path)
     assert again.name_or_path == str(saved)  # read from the cache, not converted again
-    for tok in (first, again):
-        _same_tokenizer(tok, converted)
+    _same_tokenizer(again, converted)
 
 
 def _same_tokenizer(tok, ref) -> None:
