@@ -19,18 +19,27 @@ def reference(base_engine):
 
 
 CONFIGS = {
-    "radix-on": dict(),
+    # the base Engine's flags: radix cache on, fcfs, 32 running requests, chunks of 512 rows (more than the
+    # whole workload's ~270 prompt tokens, so this is also the no-chunking schedule)
+    "default": dict(),
     "radix-off": dict(disable_radix_cache=True),
     "chunk-8": dict(chunked_prefill_size=8),
     "chunk-64": dict(chunked_prefill_size=64),
-    "chunk-off": dict(chunked_prefill_size=-1),
     "mixed-chunk": dict(enable_mixed_chunk=True, chunked_prefill_size=16),
     "max-running-1": dict(max_running_requests=1),
-    "max-running-32": dict(max_running_requests=32),
     "lpm": dict(schedule_policy="lpm"),
-    "fcfs": dict(schedule_policy="fcfs"),
     "small-kv": dict(max_total_tokens=150, chunked_prefill_size=32),
 }
+
+
+def test_the_default_schedule_prefills_the_whole_workload_in_one_round(base_engine):
+    """What makes "default" stand for the no-chunking, 32-running, fcfs schedule as well."""
+    engine = base_engine.fork()
+    args = engine.server_args
+    assert (args.schedule_policy, args.max_running_requests, args.disable_radix_cache) == ("fcfs", 32, False)
+    lengths = [len(engine.tokenizer.apply_chat_template(chat(q), add_generation_prompt=True, tokenize=True,
+                                                        return_dict=False)) for q in WORKLOAD]
+    assert sum(lengths) < args.chunked_prefill_size and len(WORKLOAD) < args.max_running_requests
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
