@@ -3,13 +3,14 @@
 ReqToTokenPool maps (request slot, logical position) -> KV slot. TokenToKVPool owns the K and V
 buffers of every layer and the allocator of KV slots. A request's tokens live at scattered KV slots;
 only req_to_token knows their order.
+
+The pools keep no history and emit nothing: `alloc` returns the slots it took, and the CacheManager,
+which makes every alloc and free of the scheduler, records them for whoever reports them.
 """
 
 from __future__ import annotations
 
 import torch
-
-from tracer.api import tracer
 
 
 class KVCacheExhausted(RuntimeError):
@@ -99,12 +100,10 @@ class TokenToKVPool:
         taken = self.free_slots[:need_size]
         self.free_slots = self.free_slots[need_size:]
         self._is_free[taken] = False
-        if tracer.enabled:
-            tracer.event("kv.alloc", slots=taken)
         return taken
 
-    def free(self, free_index: torch.Tensor, reason: str = "freed") -> None:
-        """Return slots to the free list. `reason` only labels the trace event."""
+    def free(self, free_index: torch.Tensor) -> None:
+        """Return slots to the free list; refuses slots that are not allocated, or the same one twice."""
         if free_index.numel() == 0:
             return
         free_index = free_index.to(torch.int64).cpu().flatten()
@@ -118,8 +117,6 @@ class TokenToKVPool:
             raise ValueError("freeing the same KV slot twice in one call")
         self._is_free[free_index] = True
         self.free_slots = torch.cat((self.free_slots, free_index))
-        if tracer.enabled:
-            tracer.event("kv.free", slots=free_index, reason=reason)
 
     # ---- K/V access ------------------------------------------------------------------------------
     def set_kv_buffer(self, layer_id: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:

@@ -1,33 +1,23 @@
-"""A radix tree over token ids whose nodes own the KV slots of those tokens (page size 1).
+"""RadixCache: a radix tree over token ids whose nodes hold the KV slots of those tokens (page size 1).
 
 Requests that share a prompt prefix reuse the same KV slots instead of recomputing them. Every
 edge of the tree holds a run of token ids (`key`) and the KV slots computed for them (`value`).
+Besides keys and values the tree keeps two things: a lock count per node (a running request locks
+the path to its cached prefix, so it cannot be evicted) and a logical clock for LRU eviction.
 
-Ownership: a KV slot is owned either by the tree (it is in some node's `value`) or by a request
-(it is in that request's `req_to_token` row but not in the tree). `insert` hands the new tail of
-`value` to the tree; the caller frees its own copies of the part that was already cached.
-
-Caller contract for a request `req` (the scheduler keeps it):
-  1. On admission: `m = cache.match_prefix(req.origin_input_ids)`, then
-     `req.prefix_indices, req.last_node = m.device_indices, m.last_node` and
-     `cache.inc_lock_ref(m.last_node)`. The locked path is not evictable while `req` runs, and
-     the first `len(req.prefix_indices)` columns of its `req_to_token` row hold those slots.
-  2. After each prefill chunk: `cache.cache_unfinished_req(req)` (req keeps its request slot).
-  3. When it finishes: `cache.cache_finished_req(req)`. This frees the request slot, unlocks
-     `req.last_node` and sets `req.req_pool_idx = None`. The last sampled token must have no KV
-     slot allocated in the row (it was never run through the model).
+That is all it does. It never allocates or frees a KV slot and never reads a request: `insert`
+returns how much was cached already and `evict` returns the slots it dropped, and the CacheManager
+(cache_manager.py) frees them and keeps each request's `req_to_token` row right. The interface it
+implements, and the ownership rule for `insert`, are in base_prefix_cache.py.
 """
 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
-from typing import Any, Protocol
 
 import torch
 
-from minisgl.mem_cache.memory_pool import ReqToTokenPool, TokenToKVPool
-from tracer.api import tracer
+from minisgl.mem_cache.base_prefix_cache import BasePrefixCache, MatchResult
 
 
 class TreeNode:
@@ -49,26 +39,6 @@ class TreeNode:
         return f"TreeNode(id={self.id}, key={self.key}, lock_ref={self.lock_ref})"
 
 
-@dataclass
-class MatchResult:
-    """The cached prefix of a key: its KV slots in order, and the deepest node it ends on."""
-
-    device_indices: torch.Tensor
-    last_node: TreeNode
-
-
-class CacheReq(Protocol):
-    """The fields of a request that the caches read and write (duck-typed; any object will do)."""
-
-    rid: str
-    origin_input_ids: list[int]
-    output_ids: list[int]
-    fill_ids: list[int]
-    req_pool_idx: int | None
-    prefix_indices: torch.Tensor
-    last_node: Any
-
-
 def _key_match(key0: list[int], key1: list[int]) -> int:
     """Length of the common prefix of two token lists."""
     i = 0
@@ -79,15 +49,11 @@ def _key_match(key0: list[int], key1: list[int]) -> int:
     return i
 
 
-class RadixCache:
-    """Prefix cache shared by all requests; LRU-evicts unlocked leaves when KV slots run short."""
+class RadixCache(BasePrefixCache):
+    """Prefix cache shared by all requests; evicts unlocked leaves, least recently used first."""
 
-    page_size = 1
-
-    def __init__(self, req_to_token_pool: ReqToTokenPool, token_to_kv_pool: TokenToKVPool):
-        self.req_to_token_pool = req_to_token_pool
-        self.token_to_kv_pool = token_to_kv_pool
-        self.device = req_to_token_pool.req_to_token.device
+    def __init__(self, device: str | torch.device = "cpu"):
+        self.device = torch.device(device)
         self._reset_state()
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -104,21 +70,16 @@ class RadixCache:
         root.lock_ref = 1
         return root
 
-    def reset(self) -> None:
-        """Drop the whole tree and give its slots back to the KV pool; refuses while anything is locked."""
+    def reset(self) -> torch.Tensor:
+        """Drop the whole tree; returns the slots it held (the caller frees them). Refused while locked."""
         if self.protected_size_ > 0:
             raise RuntimeError(
                 f"cannot flush the radix cache: {self.protected_size_} token(s) are locked "
                 "by running requests"
             )
         values = self.all_values()
-        if values.numel():
-            self.token_to_kv_pool.free(values, reason="flush")
         self._reset_state()
-
-    def flush_cache(self) -> None:
-        """Same as reset(); the name the scheduler's /flush_cache endpoint uses."""
-        self.reset()
+        return values
 
     # ---- lookup and insertion --------------------------------------------------------------------
     def match_prefix(self, key: list[int]) -> MatchResult:
@@ -144,8 +105,8 @@ class RadixCache:
     def insert(self, key: list[int], value: torch.Tensor) -> int:
         """Add key -> value; returns how many leading tokens were already cached.
 
-        The tree takes ownership of value[returned:]; the caller still owns (and should free) its
-        own slots value[:returned], which duplicate ones the tree already holds.
+        The tree takes value[returned:]; the caller still owns (and should free) its own slots
+        value[:returned], which duplicate ones the tree already holds.
         """
         if len(key) != value.numel():
             raise ValueError(f"insert: {len(key)} token(s) but {value.numel()} KV slot(s)")
@@ -214,20 +175,23 @@ class RadixCache:
         return delta
 
     # ---- eviction --------------------------------------------------------------------------------
-    def evict(self, num_tokens: int) -> list[int]:
-        """Free at least num_tokens KV slots (if that many are evictable), least recently used leaf first."""
+    def evict(self, num_tokens: int) -> list[torch.Tensor]:
+        """Drop unlocked leaves, least recently used first, until num_tokens slots came out (or none is left).
+
+        Returns each dropped leaf's slots in the order dropped; the caller frees them. A parent left
+        childless and unlocked becomes a leaf and a candidate in turn.
+        """
         leaves = [n for n in self._collect_leaves() if n.lock_ref == 0]
         heapq.heapify(leaves)
-        evicted: list[int] = []
-        while len(evicted) < num_tokens and leaves:
+        evicted: list[torch.Tensor] = []
+        num_evicted = 0
+        while num_evicted < num_tokens and leaves:
             node = heapq.heappop(leaves)
-            self.token_to_kv_pool.free(node.value, reason="evicted")
-            evicted.extend(node.value.tolist())
+            evicted.append(node.value)
+            num_evicted += len(node.value)
             parent = self._delete_leaf(node)
             if parent is not self.root_node and not parent.children and parent.lock_ref == 0:
                 heapq.heappush(leaves, parent)
-        if evicted and tracer.enabled:
-            tracer.event("cache.evicted", slots=evicted)
         return evicted
 
     def _delete_leaf(self, node: TreeNode) -> TreeNode:
@@ -246,42 +210,6 @@ class RadixCache:
                 leaves.append(node)
             stack.extend(node.children.values())
         return leaves
-
-    # ---- request lifecycle -----------------------------------------------------------------------
-    def cache_finished_req(self, req: CacheReq, free_reason: str = "finished") -> None:
-        """Finished or retracted: the tree takes its KV; free its duplicates and request slot; unlock it."""
-        assert req.req_pool_idx is not None
-        token_ids = (req.origin_input_ids + req.output_ids)[:-1]
-        kv_indices = self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(token_ids)]
-        new_prefix_len = self.insert(token_ids, kv_indices)
-        self.token_to_kv_pool.free(kv_indices[len(req.prefix_indices) : new_prefix_len], reason="duplicate")
-        if tracer.enabled:
-            tracer.event("cache.inserted", rid=req.rid, slots=kv_indices[new_prefix_len:])
-        self.req_to_token_pool.free(req.req_pool_idx)
-        self.dec_lock_ref(req.last_node)
-        req.req_pool_idx = None
-
-    def cache_unfinished_req(self, req: CacheReq) -> None:
-        """Cache the KV computed so far (chunked prefill) and re-point the request at the tree's slots."""
-        assert req.req_pool_idx is not None
-        token_ids = req.fill_ids
-        row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
-        kv_indices = row[: len(token_ids)].clone()
-        old_prefix_len = len(req.prefix_indices)
-        new_prefix_len = self.insert(token_ids, kv_indices)
-        self.token_to_kv_pool.free(kv_indices[old_prefix_len:new_prefix_len], reason="duplicate")
-        if tracer.enabled:
-            tracer.event("cache.inserted", rid=req.rid, slots=kv_indices[new_prefix_len:])
-
-        match = self.match_prefix(token_ids)
-        new_indices, new_last_node = match.device_indices, match.last_node
-        assert len(new_indices) == len(token_ids), "inserted tokens must all match"
-        row[old_prefix_len : len(new_indices)] = new_indices[old_prefix_len:]
-
-        self.dec_lock_ref(req.last_node)
-        self.inc_lock_ref(new_last_node)
-        req.prefix_indices = new_indices
-        req.last_node = new_last_node
 
     # ---- sizes and inspection --------------------------------------------------------------------
     def evictable_size(self) -> int:

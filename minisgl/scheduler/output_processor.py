@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from minisgl.scheduler import trace_hooks
 from minisgl.scheduler.io_struct import BatchTokenIDOutput
 from tracer.api import tracer
 
@@ -17,8 +16,7 @@ if TYPE_CHECKING:
 
 class SchedulerOutputProcessorMixin:
     def process_batch_result(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
-        if tracer.enabled:
-            trace_hooks.sampled(batch, result.next_token_ids, result.logprobs, self.tokenizer)
+        self.trace_collector.sampled(batch, result)
         if batch.forward_mode.is_decode():
             self.process_batch_result_decode(batch, result)
         else:
@@ -28,20 +26,22 @@ class SchedulerOutputProcessorMixin:
         for req, next_id, logprob in zip(batch.reqs, result.next_token_ids, result.logprobs):
             if req is self.chunked_req:
                 # an intermediate chunk: its last row is not the prompt's end, so no token is taken
-                self.tree_cache.cache_unfinished_req(req)
+                self.cache_manager.cache_unfinished_req(req)
                 continue
             self._append_token(req, next_id, logprob)
             if req.finished():
-                self.tree_cache.cache_finished_req(req)
+                self.cache_manager.cache_finished_req(req)
             elif req not in batch.decoding_reqs:
-                self.tree_cache.cache_unfinished_req(req)  # the prompt enters the radix tree for others to share
+                self.cache_manager.cache_unfinished_req(req)  # the prompt enters the radix tree for others to share
+        self.trace_collector.results_processed()
         self.stream_output(batch.reqs)
 
     def process_batch_result_decode(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
         for req, next_id, logprob in zip(batch.reqs, result.next_token_ids, result.logprobs):
             self._append_token(req, next_id, logprob)
             if req.finished():
-                self.tree_cache.cache_finished_req(req)
+                self.cache_manager.cache_finished_req(req)
+        self.trace_collector.results_processed()
         self.stream_output(batch.reqs)
         batch.filter_batch()  # finished requests leave running_batch now, not next round
 
@@ -51,8 +51,7 @@ class SchedulerOutputProcessorMixin:
         if req.time_first_token is None:
             req.time_first_token = time.perf_counter()
         req.check_finished(self.tokenizer)
-        if tracer.enabled:
-            trace_hooks.output_appended(req)
+        self.trace_collector.output_appended(req)
 
     def stream_output(self, reqs: list[Req]) -> None:
         """Send new tokens: on finish, and for streaming requests every --stream-interval tokens."""

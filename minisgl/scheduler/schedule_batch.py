@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from minisgl.mem_cache.cache_manager import CacheManager
 from minisgl.mem_cache.memory_pool import KVCacheExhausted, ReqToTokenPool, TokenToKVPool
 from minisgl.model_executor.forward_batch_info import ForwardMode
 from minisgl.scheduler.req import Req
@@ -19,7 +20,7 @@ class ScheduleBatch:
     reqs: list[Req]
     req_to_token_pool: ReqToTokenPool
     token_to_kv_pool: TokenToKVPool
-    tree_cache: object
+    cache_manager: CacheManager  # takes KV slots (evicting if short) and caches or frees a request's KV
     forward_mode: ForwardMode = ForwardMode.IDLE
     input_ids: list[int] = field(default_factory=list)  # staged on the CPU; the worker makes the tensor
     req_pool_indices: list[int] = field(default_factory=list)
@@ -30,8 +31,8 @@ class ScheduleBatch:
     decoding_reqs: list[Req] = field(default_factory=list)  # MIXED: the running requests' decode rows
 
     @classmethod
-    def init_new(cls, reqs: list[Req], req_to_token_pool, token_to_kv_pool, tree_cache) -> ScheduleBatch:
-        return cls(list(reqs), req_to_token_pool, token_to_kv_pool, tree_cache)
+    def init_new(cls, reqs: list[Req], req_to_token_pool, token_to_kv_pool, cache_manager) -> ScheduleBatch:
+        return cls(list(reqs), req_to_token_pool, token_to_kv_pool, cache_manager)
 
     def is_empty(self) -> bool:
         return not self.reqs
@@ -42,14 +43,11 @@ class ScheduleBatch:
     # ---- memory -----------------------------------------------------------------------------------
     def alloc_token_slots(self, num_tokens: int) -> torch.Tensor:
         """Take KV slots, evicting unreferenced radix-cache leaves first if the free list is short."""
-        short = num_tokens - self.token_to_kv_pool.available_size()
-        if short > 0:
-            self.tree_cache.evict(short)
-        return self.token_to_kv_pool.alloc(num_tokens)
+        return self.cache_manager.alloc_token_slots(num_tokens)
 
     def check_decode_mem(self) -> bool:
         """Is there a KV slot (free or evictable) for every request's next token?"""
-        room = self.token_to_kv_pool.available_size() + self.tree_cache.evictable_size()
+        room = self.token_to_kv_pool.available_size() + self.cache_manager.tree_cache.evictable_size()
         return room >= len(self.reqs)
 
     # ---- EXTEND -----------------------------------------------------------------------------------
@@ -113,14 +111,14 @@ class ScheduleBatch:
             victim = order.pop(0)
             self.reqs.remove(victim)
             # a radix tree keeps its computed KV (evictable), so a resume may reuse it; without one it is freed
-            self.tree_cache.cache_finished_req(victim, free_reason="retracted")
+            self.cache_manager.cache_finished_req(victim, free_reason="retracted")
             victim.reset_for_retract()
             retracted.append(victim)
         return retracted
 
     # ---- membership -------------------------------------------------------------------------------
     def filter_batch(self, chunked_req_to_exclude: Req | None = None) -> list[Req]:
-        """Drop finished requests (and the one still being chunked); returns the dropped ones for the trace."""
+        """Drop finished requests (and the one still being chunked); returns the dropped ones."""
         dropped = [r for r in self.reqs if r.finished() or r is chunked_req_to_exclude]
         self.reqs = [r for r in self.reqs if not r.finished() and r is not chunked_req_to_exclude]
         return dropped

@@ -8,12 +8,16 @@ State kept across rounds:
     chunked_req    a long prompt being prefilled a chunk per round
     last_batch     the batch that ran last round (an EXTEND batch joins running_batch next round)
     cur_batch      the batch of this round
+
+KV slots change owner only through cache_manager (mem_cache/cache_manager.py), and every trace event
+comes from trace_collector (trace_collector.py), called at the loop's fixed points.
 """
 
 from __future__ import annotations
 
 import logging
 
+from minisgl.mem_cache.cache_manager import CacheManager
 from minisgl.mem_cache.chunk_cache import ChunkCache
 from minisgl.mem_cache.radix_cache import RadixCache
 from minisgl.model_executor.model_runner import ModelRunner
@@ -32,9 +36,8 @@ from minisgl.scheduler.req import Req
 from minisgl.scheduler.schedule_batch import ScheduleBatch
 from minisgl.scheduler.schedule_policy import AddReqResult, PrefillAdder, SchedulePolicy
 from minisgl.scheduler.tp_worker import GenerationBatchResult, TpModelWorker
-from minisgl.scheduler import trace_hooks
+from minisgl.scheduler.trace_collector import SchedulerTraceCollector
 from minisgl.server_args import ServerArgs
-from tracer.api import tracer
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +54,16 @@ class Scheduler(SchedulerOutputProcessorMixin):
         self.recv_from_tokenizer = recv_from_tokenizer  # .recv_all(block: bool) -> list of messages
         self.send_to_detokenizer = send_to_detokenizer  # .send(message)
         self.model_runner = model_runner
-        self.tp_worker = TpModelWorker(model_runner, server_args.random_seed)
         self.req_to_token_pool = model_runner.req_to_token_pool
         self.token_to_kv_pool = model_runner.token_to_kv_pool
         cache_cls = ChunkCache if server_args.disable_radix_cache else RadixCache
-        self.tree_cache = cache_cls(self.req_to_token_pool, self.token_to_kv_pool)
+        self.tree_cache = cache_cls(self.req_to_token_pool.req_to_token.device)
+        self.cache_manager = CacheManager(self.tree_cache, self.req_to_token_pool, self.token_to_kv_pool)
         self.policy = SchedulePolicy(server_args.schedule_policy, self.tree_cache, server_args.disable_radix_cache)
         self.eos_token_ids = set(model_runner.model_config.eos_token_ids)
         self.max_req_len = min(model_runner.context_len, self.token_to_kv_pool.size)
+        self.trace_collector = SchedulerTraceCollector(self)  # every trace event of this process
+        self.tp_worker = TpModelWorker(model_runner, self.trace_collector, server_args.random_seed)
 
         self.waiting_queue: list[Req] = []
         self.running_batch: ScheduleBatch = self._empty_batch()
@@ -69,9 +74,6 @@ class Scheduler(SchedulerOutputProcessorMixin):
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.forward_ct = 0  # rounds that ran a batch
         self.num_retracted = 0
-        self._traced_tree: list[dict] | None = None
-        if tracer.enabled:
-            trace_hooks.config(self)
 
     # ---- the loop ---------------------------------------------------------------------------------
     def event_loop_normal(self) -> None:
@@ -79,7 +81,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             self.run_one_round(block=True)
 
     def run_one_round(self, block: bool = False) -> ScheduleBatch | None:
-        tracer.round = self.forward_ct + 1  # events from here on belong to the next batch that runs
+        self.trace_collector.round_begin()
         recv_reqs = self.recv_requests(block=block and self.is_idle())
         self.process_input_requests(recv_reqs)
         batch = self.get_next_batch_to_run()
@@ -87,8 +89,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
         if batch is not None:
             result = self.run_batch(batch)
             self.process_batch_result(batch, result)
-            if tracer.enabled:
-                trace_hooks.round_end(self)
+            self.trace_collector.round_end()
         else:
             self.self_check_during_idle()
         self.last_batch = batch
@@ -145,14 +146,12 @@ class Scheduler(SchedulerOutputProcessorMixin):
                   recv_req.input_text)
         self.rid_to_req[req.rid] = req
         self.waiting_queue.append(req)
-        if tracer.enabled:
-            trace_hooks.req_created(req, len(self.waiting_queue), asked)
+        self.trace_collector.req_created(req, asked)
 
     def _refuse(self, recv_req: TokenizedGenerateReqInput, message: str) -> None:
         req = Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(), self.eos_token_ids)
         req.finished_reason = FINISH_ABORT(message, status_code=400)
-        if tracer.enabled:
-            tracer.event("sched.refused", rid=req.rid, message=message)
+        self.trace_collector.req_refused(req, message)
         self.stream_output([req])
 
     def abort_request(self, recv_req: AbortReq) -> None:
@@ -160,13 +159,11 @@ class Scheduler(SchedulerOutputProcessorMixin):
         if req is None:
             return
         where = "waiting" if req in self.waiting_queue else "running"
-        if tracer.enabled:
-            tracer.event("sched.abort_requested", rid=req.rid, where=where)
+        self.trace_collector.abort_requested(req, where)
         if where == "waiting":  # holds no KV: finish it now
             self.waiting_queue.remove(req)
             req.finished_reason = FINISH_ABORT()
-            if tracer.enabled:
-                trace_hooks.finished(req)
+            self.trace_collector.req_finished(req)
             self.stream_output([req])
         else:  # running or mid-prefill: it finishes when its next token is processed
             req.to_abort = True
@@ -185,7 +182,8 @@ class Scheduler(SchedulerOutputProcessorMixin):
         if not self.is_idle():
             logger.warning("flush_cache refused: requests are still queued or running")
             return False
-        self.tree_cache.flush_cache()
+        self.cache_manager.flush_cache()
+        self.trace_collector.cache_flushed()
         return True
 
     # ---- choosing this round's batch -------------------------------------------------------------
@@ -195,14 +193,13 @@ class Scheduler(SchedulerOutputProcessorMixin):
             dropped = self.last_batch.filter_batch(chunked_req_to_exclude=self.chunked_req)
             dropped += self.running_batch.filter_batch()
             self.running_batch.merge_batch(self.last_batch)
-            if tracer.enabled:
-                trace_hooks.batch_merged(self.last_batch, dropped, self.chunked_req, self.running_batch)
+            self.trace_collector.batch_merged(dropped)
         batch = self.get_new_batch_prefill()
         if batch is None and not self.running_batch.is_empty():
             self.running_batch = self.update_running_batch(self.running_batch)
             batch = None if self.running_batch.is_empty() else self.running_batch
-        if batch is not None and tracer.enabled:
-            trace_hooks.batch_formed(batch)
+        if batch is not None:
+            self.trace_collector.batch_formed(batch)
         return batch
 
     def get_new_batch_prefill(self) -> ScheduleBatch | None:
@@ -210,8 +207,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             return None
         running = [r for r in self.running_batch.reqs if not r.finished()]
         if len(running) >= self.server_args.max_running_requests and self.chunked_req is None:
-            if tracer.enabled:
-                trace_hooks.prefill_skipped(running, self.server_args.max_running_requests, self.waiting_queue)
+            self.trace_collector.prefill_skipped(running)
             return None
         self.policy.calc_priority(self.waiting_queue)
         mixed = self.server_args.enable_mixed_chunk and bool(running)
@@ -230,8 +226,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
                 break
         if adder.new_chunked_req is not None:
             self.chunked_req = adder.new_chunked_req
-        if tracer.enabled:
-            trace_hooks.admission(self, adder)
+        self.trace_collector.admission_done(adder)
         if not adder.can_run_list:
             return None
 
@@ -242,13 +237,12 @@ class Scheduler(SchedulerOutputProcessorMixin):
                 req.cached_tokens = len(req.prefix_indices)  # prompt tokens the radix cache served
             req.is_chunked = req.is_chunked + 1 if req is self.chunked_req else 0
         new_batch = ScheduleBatch.init_new(adder.can_run_list, self.req_to_token_pool, self.token_to_kv_pool,
-                                           self.tree_cache)
+                                           self.cache_manager)
         new_batch.prepare_for_extend()
 
         if mixed:
             dropped = self.running_batch.filter_batch()
-            if tracer.enabled:
-                trace_hooks.decode_mem_checked(self.running_batch, dropped, "mixed")
+            self.trace_collector.decode_mem_checked(self.running_batch, dropped, "mixed")
             if not self.running_batch.is_empty() and self.running_batch.check_decode_mem():
                 self.running_batch.prepare_for_decode()
                 new_batch.mix_with_running(self.running_batch)
@@ -257,8 +251,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
 
     def update_running_batch(self, batch: ScheduleBatch) -> ScheduleBatch:
         dropped = batch.filter_batch()
-        if tracer.enabled:
-            trace_hooks.decode_mem_checked(batch, dropped, "decode")
+        self.trace_collector.decode_mem_checked(batch, dropped, "decode")
         if batch.is_empty():
             return batch
         if not batch.check_decode_mem():
@@ -266,8 +259,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             logger.info("retracted %d request(s) to free KV cache: %s", len(retracted), [r.rid for r in retracted])
             self.waiting_queue = retracted + self.waiting_queue
             self.num_retracted += len(retracted)
-            if tracer.enabled:
-                trace_hooks.retracted(retracted, len(self.waiting_queue))
+            self.trace_collector.retracted(retracted)
             self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         else:
             self.new_token_ratio = max(self.new_token_ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
@@ -281,7 +273,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
 
     # ---- bookkeeping ------------------------------------------------------------------------------
     def _empty_batch(self) -> ScheduleBatch:
-        return ScheduleBatch.init_new([], self.req_to_token_pool, self.token_to_kv_pool, self.tree_cache)
+        return ScheduleBatch.init_new([], self.req_to_token_pool, self.token_to_kv_pool, self.cache_manager)
 
     def self_check_during_idle(self) -> None:
         """When nothing is queued or running, every KV slot must be free or held by the radix cache."""

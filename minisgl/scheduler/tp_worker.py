@@ -13,9 +13,8 @@ import torch
 from minisgl.layers.sampler import Sampler
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 from minisgl.model_executor.model_runner import ModelRunner
-from minisgl.scheduler import trace_hooks
 from minisgl.scheduler.schedule_batch import ScheduleBatch
-from tracer.api import tracer
+from minisgl.scheduler.trace_collector import SchedulerTraceCollector
 
 
 @dataclass
@@ -26,20 +25,19 @@ class GenerationBatchResult:
 
 
 class TpModelWorker:
-    def __init__(self, model_runner: ModelRunner, random_seed: int = 0):
+    def __init__(self, model_runner: ModelRunner, trace_collector: SchedulerTraceCollector, random_seed: int = 0):
         self.model_runner = model_runner
+        self.trace_collector = trace_collector  # the scheduler's: it sees the forward begin and end
         self.sampler = Sampler(random_seed=random_seed)
         self.sampler.use_kernel = model_runner.use_cpu_kernels
 
     def forward_batch_generation(self, batch: ScheduleBatch) -> GenerationBatchResult:
         forward_batch = ForwardBatch.init_new(batch, self.model_runner)
-        if tracer.enabled:
-            trace_hooks.forward_begin(batch, forward_batch)
+        self.trace_collector.forward_begin(batch, forward_batch)
         t0 = time.perf_counter()
         logits = self.model_runner.forward(forward_batch)
         forward_time = time.perf_counter() - t0
-        if tracer.enabled:
-            trace_hooks.forward_end(batch, forward_time)
+        self.trace_collector.forward_end(batch, forward_time)
         params = [r.sampling_params for r in batch.reqs]
         with torch.inference_mode():
             next_ids, logprobs = self.sampler(logits, params, [len(r.output_ids) for r in batch.reqs])

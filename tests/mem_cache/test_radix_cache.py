@@ -1,4 +1,6 @@
-"""RadixCache against real pools: matching, splitting, locking, LRU eviction and slot accounting."""
+"""RadixCache, the pure tree: matching, splitting, locking and LRU eviction. Slot accounting against real
+pools goes through the CacheManager, which frees what the tree gives back (test_cache_manager.py has the
+request lifecycle)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from minisgl.mem_cache.cache_manager import CacheManager
 from minisgl.mem_cache.memory_pool import ReqToTokenPool, TokenToKVPool
 from minisgl.mem_cache.radix_cache import RadixCache, TreeNode
 
@@ -23,12 +26,15 @@ class Req:
     req_pool_idx: int | None = None
     prefix_indices: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.int64))
     last_node: TreeNode | None = None
+    rid: str = "req"
 
 
-def make_cache(kv_size: int = KV_SIZE) -> tuple[RadixCache, ReqToTokenPool, TokenToKVPool]:
+def make_cache(kv_size: int = KV_SIZE) -> tuple[RadixCache, CacheManager, ReqToTokenPool, TokenToKVPool]:
+    """A tree, the CacheManager that frees what it evicts, and the pools it takes slots from."""
     req_pool = ReqToTokenPool(size=4, max_context_len=32)
     kv_pool = TokenToKVPool(kv_size, num_layers=1, num_kv_heads=1, head_dim=2, dtype=torch.float32)
-    return RadixCache(req_pool, kv_pool), req_pool, kv_pool
+    cache = RadixCache()
+    return cache, CacheManager(cache, req_pool, kv_pool), req_pool, kv_pool
 
 
 def insert_fresh(cache: RadixCache, kv_pool: TokenToKVPool, key: list[int]) -> int:
@@ -59,7 +65,7 @@ def assert_accounting(cache: RadixCache, kv_pool: TokenToKVPool, held: int = 0) 
 
 
 def test_match_on_empty_tree():
-    cache, _, _ = make_cache()
+    cache, _, _, _ = make_cache()
     m = cache.match_prefix([1, 2, 3])
     assert m.device_indices.dtype == torch.int64 and m.device_indices.numel() == 0
     assert m.last_node is cache.root_node
@@ -68,7 +74,7 @@ def test_match_on_empty_tree():
 
 
 def test_insert_then_exact_partial_and_longer_match():
-    cache, _, kv_pool = make_cache()
+    cache, _, _, kv_pool = make_cache()
     value = kv_pool.alloc(4)
     assert cache.insert([1, 2, 3, 4], value) == 0
     assert cache.match_prefix([1, 2, 3, 4]).device_indices.tolist() == value.tolist()
@@ -79,7 +85,7 @@ def test_insert_then_exact_partial_and_longer_match():
 
 
 def test_match_splits_node():
-    cache, _, kv_pool = make_cache()
+    cache, _, _, kv_pool = make_cache()
     value = kv_pool.alloc(4)
     cache.insert([1, 2, 3, 4], value)
     m = cache.match_prefix([1, 2, 8])
@@ -94,7 +100,7 @@ def test_match_splits_node():
 
 
 def test_insert_returns_already_present_length():
-    cache, _, kv_pool = make_cache()
+    cache, _, _, kv_pool = make_cache()
     assert insert_fresh(cache, kv_pool, [1, 2, 3]) == 0
     assert insert_fresh(cache, kv_pool, [1, 2, 3, 4, 5]) == 3
     assert insert_fresh(cache, kv_pool, [1, 2, 9]) == 2
@@ -105,7 +111,7 @@ def test_insert_returns_already_present_length():
 
 
 def test_insert_does_not_alias_the_callers_tensor():
-    cache, _, kv_pool = make_cache()
+    cache, _, _, kv_pool = make_cache()
     value = kv_pool.alloc(3)
     expected = value.tolist()
     cache.insert([1, 2, 3], value)
@@ -114,31 +120,31 @@ def test_insert_does_not_alias_the_callers_tensor():
 
 
 def test_lock_prevents_eviction_and_counters_are_exact():
-    cache, _, kv_pool = make_cache()
+    cache, mgr, _, kv_pool = make_cache()
     insert_fresh(cache, kv_pool, [1, 2, 3, 4])
     insert_fresh(cache, kv_pool, [1, 2, 5])
     node = cache.match_prefix([1, 2, 3, 4]).last_node
     assert cache.inc_lock_ref(node) == -4
     assert cache.protected_size() == 4 and cache.evictable_size() == 1
     assert cache.inc_lock_ref(node) == 0
-    assert len(cache.evict(100)) == 1
+    assert len(mgr.evict(100)) == 1
     assert cache.total_size() == 4 and cache.evictable_size() == 0
     assert cache.dec_lock_ref(node) == 0
-    assert cache.evict(100) == []
+    assert mgr.evict(100) == []
     assert cache.dec_lock_ref(node) == 4
     assert cache.protected_size() == 0 and cache.evictable_size() == 4
-    assert len(cache.evict(100)) == 4
+    assert len(mgr.evict(100)) == 4
     assert_accounting(cache, kv_pool)
     with pytest.raises(RuntimeError):
         cache.dec_lock_ref(node)
 
 
 def test_evict_frees_exactly_its_slots():
-    cache, _, kv_pool = make_cache()
+    cache, mgr, _, kv_pool = make_cache()
     insert_fresh(cache, kv_pool, [1, 2, 3])
     insert_fresh(cache, kv_pool, [4, 5])
     before = kv_pool.available_size()
-    evicted = cache.evict(1)
+    evicted = mgr.evict(1)
     assert len(evicted) in (2, 3)
     assert kv_pool.available_size() == before + len(evicted)
     assert set(evicted).isdisjoint(cache.all_values().tolist())
@@ -146,7 +152,7 @@ def test_evict_frees_exactly_its_slots():
 
 
 def test_lru_order_and_parent_becomes_candidate():
-    cache, _, kv_pool = make_cache()
+    cache, mgr, _, kv_pool = make_cache()
     insert_fresh(cache, kv_pool, [1, 2, 3])
     insert_fresh(cache, kv_pool, [1, 2, 4])
     insert_fresh(cache, kv_pool, [7, 8])
@@ -154,9 +160,9 @@ def test_lru_order_and_parent_becomes_candidate():
     leaf4 = cache.match_prefix([1, 2, 4]).last_node.value.tolist()
     leaf3 = cache.match_prefix([1, 2, 3]).last_node.value.tolist()
     shared = cache.match_prefix([1, 2]).device_indices.tolist()
-    assert cache.evict(1) == seven
-    assert cache.evict(1) == leaf4
-    assert cache.evict(2) == leaf3 + shared
+    assert mgr.evict(1) == seven
+    assert mgr.evict(1) == leaf4
+    assert mgr.evict(2) == leaf3 + shared
     assert cache.total_size() == 0
     assert kv_pool.available_size() == kv_pool.size
 
@@ -182,12 +188,12 @@ def test_eviction_is_deterministic(monkeypatch):
         for name in ("time_ns", "monotonic_ns", "perf_counter_ns"):
             monkeypatch.setattr(time, name, lambda: int(clock()))
         try:
-            cache, _, kv_pool = make_cache()
+            cache, mgr, _, kv_pool = make_cache()
             for key in ([1, 2, 3], [1, 2, 4], [5], [6, 7], [1, 9]):
                 insert_fresh(cache, kv_pool, key)
             cache.match_prefix([5])  # read last: [5] is the most recently used, though inserted third
             before = cache.snapshot()  # a snapshot reads the tree without touching it
-            return before, cache.evict(4), cache.snapshot()
+            return before, mgr.evict(4), cache.snapshot()
         finally:
             monkeypatch.undo()
 
@@ -201,99 +207,38 @@ def test_eviction_is_deterministic(monkeypatch):
     assert [child["key"] for child in after["children"][0]["children"]] == [[2], [9]]
 
 
-def test_cache_finished_req_two_requests_sharing_prefix():
-    cache, req_pool, kv_pool = make_cache()
-    a = Req(origin_input_ids=[1, 2, 3, 4], output_ids=[10, 11])
-    b = Req(origin_input_ids=[1, 2, 3, 5], output_ids=[20])
-    admit(cache, req_pool, kv_pool, a, upto=5)
-    admit(cache, req_pool, kv_pool, b, upto=4)
-    assert len(b.prefix_indices) == 0
-    cache.cache_finished_req(a)
-    assert a.req_pool_idx is None
-    assert cache.total_size() == 5
-    cache.cache_finished_req(b)
-    assert cache.total_size() == 5 + 1
-    assert req_pool.available_size() == req_pool.size
-    assert cache.protected_size() == 0
-    assert_accounting(cache, kv_pool)
-
-    c = Req(origin_input_ids=[1, 2, 3, 4, 10, 11, 12], output_ids=[30])
-    admit(cache, req_pool, kv_pool, c, upto=7)
-    assert len(c.prefix_indices) == 5
-    assert cache.protected_size() == 5
-    cache.cache_finished_req(c)
-    assert cache.protected_size() == 0 and cache.total_size() == 8
-    assert_accounting(cache, kv_pool)
+def test_evict_returns_each_leafs_slots_and_leaves_the_pool_alone():
+    """The tree only gives slots back: freeing them is the CacheManager's job."""
+    cache, _, _, kv_pool = make_cache()
+    insert_fresh(cache, kv_pool, [1, 2, 3])
+    insert_fresh(cache, kv_pool, [1, 2, 4])
+    leaf3 = cache.match_prefix([1, 2, 3]).last_node.value.tolist()
+    leaf4 = cache.match_prefix([1, 2, 4]).last_node.value.tolist()
+    shared = cache.match_prefix([1, 2]).device_indices.tolist()
+    free = kv_pool.available_size()
+    evicted = cache.evict(3)
+    assert [v.tolist() for v in evicted] == [leaf3, leaf4, shared]
+    assert kv_pool.available_size() == free and cache.total_size() == 0
 
 
-def test_cache_unfinished_then_finished_chunked_prefill():
-    cache, req_pool, kv_pool = make_cache()
-    other = Req(origin_input_ids=[1, 2, 3, 4, 5, 6, 7], output_ids=[8])
-    prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-    req = Req(origin_input_ids=prompt)
-
-    admit(cache, req_pool, kv_pool, req, upto=4)
-    req.fill_ids = prompt[:4]
-    admit(cache, req_pool, kv_pool, other, upto=7)
-    cache.cache_finished_req(other)
-    cache.cache_unfinished_req(req)
-    assert len(req.prefix_indices) == 4
-    assert req.last_node.lock_ref == 1
-    assert cache.protected_size() == 4
-    assert_accounting(cache, kv_pool, held=0)
-
-    row = req_pool.req_to_token[req.req_pool_idx]
-    row[4:10] = kv_pool.alloc(6)
-    req.fill_ids = prompt
-    cache.cache_unfinished_req(req)
-    tree_slots = cache.match_prefix(prompt).device_indices
-    assert req.prefix_indices.tolist() == tree_slots.tolist() == row[:10].tolist()
-    assert cache.protected_size() == 10
-    assert_accounting(cache, kv_pool)
-
-    req.output_ids = [42]
-    cache.cache_finished_req(req)
-    assert req.req_pool_idx is None
-    assert req_pool.available_size() == req_pool.size
-    assert cache.protected_size() == 0 and cache.total_size() == 10
-    assert_accounting(cache, kv_pool)
-
-
-def test_cache_unfinished_req_adopts_slots_inserted_by_another_request():
-    cache, req_pool, kv_pool = make_cache()
-    a = Req(origin_input_ids=[1, 2, 3, 4])
-    b = Req(origin_input_ids=[1, 2, 3, 4])
-    admit(cache, req_pool, kv_pool, a, upto=4)
-    admit(cache, req_pool, kv_pool, b, upto=4)
-    a.fill_ids = b.fill_ids = [1, 2, 3, 4]
-    cache.cache_unfinished_req(a)
-    cache.cache_unfinished_req(b)
-    assert b.prefix_indices.tolist() == a.prefix_indices.tolist()
-    assert req_pool.req_to_token[b.req_pool_idx, :4].tolist() == a.prefix_indices.tolist()
-    assert cache.protected_size() == 4 and cache.match_prefix([1, 2, 3, 4]).last_node.lock_ref == 2
-    assert_accounting(cache, kv_pool)
-
-
-def test_flush_frees_everything_and_refuses_when_locked():
-    cache, _, kv_pool = make_cache()
+def test_reset_returns_every_slot_and_refuses_when_locked():
+    cache, _, _, kv_pool = make_cache()
     insert_fresh(cache, kv_pool, [1, 2, 3])
     insert_fresh(cache, kv_pool, [1, 4])
+    held = sorted(cache.all_values().tolist())
     node = cache.match_prefix([1, 4]).last_node
     cache.inc_lock_ref(node)
     with pytest.raises(RuntimeError, match="locked"):
-        cache.flush_cache()
+        cache.reset()
     cache.dec_lock_ref(node)
-    cache.flush_cache()
-    assert kv_pool.available_size() == kv_pool.size
-    assert cache.total_size() == 0 and cache.evictable_size() == 0
+    free = kv_pool.available_size()
+    assert sorted(cache.reset().tolist()) == held
+    assert kv_pool.available_size() == free
     assert cache.snapshot() == {"id": 0, "key": [], "value": [], "lock_ref": 1, "children": []}
-    insert_fresh(cache, kv_pool, [5])
-    cache.reset()
-    assert kv_pool.available_size() == kv_pool.size
 
 
 def test_pretty_print_mentions_every_node():
-    cache, _, kv_pool = make_cache()
+    cache, _, _, kv_pool = make_cache()
     insert_fresh(cache, kv_pool, [1, 2, 3])
     insert_fresh(cache, kv_pool, [1, 2, 4])
     text = cache.pretty_print()
@@ -317,13 +262,13 @@ ops = st.lists(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
 def test_random_operations_never_lose_or_double_free_a_slot(operations):
-    cache, _, kv_pool = make_cache(kv_size=48)
+    cache, mgr, _, kv_pool = make_cache(kv_size=48)
     locks: list[TreeNode] = []
     held: list[torch.Tensor] = []
     for op, arg in operations:
         if op == "insert":
             if kv_pool.available_size() < len(arg):
-                cache.evict(len(arg) - kv_pool.available_size())
+                mgr.evict(len(arg) - kv_pool.available_size())
             if kv_pool.available_size() < len(arg):
                 continue
             value = kv_pool.alloc(len(arg))
@@ -344,7 +289,7 @@ def test_random_operations_never_lose_or_double_free_a_slot(operations):
             protected = set(
                 torch.cat([cache.match_prefix([]).device_indices] + [_path(n) for n in locks]).tolist()
             )
-            evicted = cache.evict(arg)
+            evicted = mgr.evict(arg)
             assert kv_pool.available_size() == before + len(evicted)
             assert protected.isdisjoint(evicted)
         elif op == "hold" and kv_pool.available_size() >= arg:
@@ -356,7 +301,7 @@ def test_random_operations_never_lose_or_double_free_a_slot(operations):
         cache.dec_lock_ref(node)
     for h in held:
         kv_pool.free(h)
-    cache.flush_cache()
+    mgr.flush_cache()
     assert kv_pool.available_size() == kv_pool.size
 
 

@@ -1,0 +1,248 @@
+"""SchedulerTraceCollector: every trace event of the scheduler process comes from here.
+
+The scheduler calls it at the fixed points of its loop (round begun, a request received, admission
+done, batch formed, forward begun and ended, results processed, round end). Each hook reads the
+scheduler's state and the decisions its components returned (the PrefillAdder's log, the requests
+filter_batch dropped, the CacheManager's journal of KV moves) and turns them into events. The
+components themselves know nothing about tracing.
+
+Every hook does nothing while tracing is off, so call sites need no guard of their own. Otherwise a
+hook first reports the KV moves made since the previous hook (kv.alloc, kv.free, cache.inserted,
+cache.evicted), so the trace keeps the order in which things happened.
+Event names and fields: lessons/docs/reference/trace-events.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import TYPE_CHECKING
+
+from tracer.api import LEVEL_TENSORS, LEVEL_TOKENS, tracer
+
+if TYPE_CHECKING:
+    from minisgl.scheduler.req import Req
+    from minisgl.scheduler.schedule_batch import ScheduleBatch
+    from minisgl.scheduler.schedule_policy import PrefillAdder
+    from minisgl.scheduler.scheduler import Scheduler
+    from minisgl.scheduler.tp_worker import GenerationBatchResult
+
+
+def hook(fn):
+    """Nothing while tracing is off; else report the pending KV moves, then the hook's own events."""
+
+    @functools.wraps(fn)
+    def guarded(self: SchedulerTraceCollector, *args, **kwargs) -> None:
+        if not tracer.enabled:
+            return
+        self._report_cache_ops()
+        fn(self, *args, **kwargs)
+
+    return guarded
+
+
+class SchedulerTraceCollector:
+    def __init__(self, sched: Scheduler):
+        self.sched = sched
+        self._traced_tree: list[dict] | None = None  # the tree as last emitted: cache.tree only on a change
+        if not tracer.enabled:
+            return
+        sched.cache_manager.journal = []
+        a = sched.server_args
+        tracer.event("sched.config", kv_size=sched.token_to_kv_pool.size,
+                     max_running_requests=a.max_running_requests, max_prefill_tokens=a.max_prefill_tokens,
+                     chunked_prefill_size=a.chunked_prefill_size, schedule_policy=sched.policy.policy,
+                     disable_radix_cache=a.disable_radix_cache, enable_mixed_chunk=a.enable_mixed_chunk)
+
+    def _report_cache_ops(self) -> None:
+        journal = self.sched.cache_manager.journal
+        if not journal:
+            return
+        self.sched.cache_manager.journal = []
+        for op in journal:
+            if op.kind == "alloc":
+                tracer.event("kv.alloc", slots=op.slots)
+            elif op.kind == "free":
+                tracer.event("kv.free", slots=op.slots, reason=op.reason)
+            elif op.kind == "insert":
+                tracer.event("cache.inserted", rid=op.rid, slots=op.slots)
+            else:
+                tracer.event("cache.evicted", slots=op.slots)
+
+    # ---- a round begins; requests arrive --------------------------------------------------------
+    @hook
+    def round_begin(self) -> None:
+        tracer.round = self.sched.forward_ct + 1  # events from here on belong to the next batch that runs
+
+    @hook
+    def req_created(self, req: Req, asked_max_new_tokens: int) -> None:
+        attrs = {}
+        if asked_max_new_tokens != req.sampling_params.max_new_tokens:
+            attrs["max_new_tokens_clamped"] = {"from": asked_max_new_tokens, "to": req.sampling_params.max_new_tokens}
+        tracer.event("sched.req_created", rid=req.rid, type="Req", input_len=len(req.origin_input_ids),
+                     sampling_params=req.sampling_params.to_dict(), **attrs)
+        tracer.event("sched.enqueued", rid=req.rid, queue_len=len(self.sched.waiting_queue), retracted=False)
+
+    @hook
+    def req_refused(self, req: Req, message: str) -> None:
+        tracer.event("sched.refused", rid=req.rid, message=message)
+
+    @hook
+    def abort_requested(self, req: Req, where: str) -> None:
+        tracer.event("sched.abort_requested", rid=req.rid, where=where)
+
+    @hook
+    def cache_flushed(self) -> None:
+        """The flush's kv.free events are the pending KV moves, reported by the guard."""
+
+    # ---- choosing the batch ---------------------------------------------------------------------
+    @hook
+    def batch_merged(self, dropped: list[Req]) -> None:
+        """last_batch's requests join running_batch at the start of a round: who joined, who was dropped and why."""
+        s = self.sched
+        tracer.event("sched.batch_merged", joined=[r.rid for r in s.last_batch.reqs],
+                     finished=[r.rid for r in dropped if r.finished()],
+                     chunked_excluded=s.chunked_req.rid if s.chunked_req is not None and s.chunked_req in dropped
+                     else None,
+                     running=[r.rid for r in s.running_batch.reqs])
+
+    @hook
+    def prefill_skipped(self, running: list[Req]) -> None:
+        """get_new_batch_prefill returned before building a PrefillAdder: no request slot is left."""
+        s = self.sched
+        if s.waiting_queue:
+            tracer.event("sched.prefill_skipped", reason="max_running_requests", num_running=len(running),
+                         max_running_requests=s.server_args.max_running_requests,
+                         waiting=[r.rid for r in s.waiting_queue])
+
+    @hook
+    def admission_done(self, adder: PrefillAdder) -> None:
+        """The round's starting budgets, each candidate's prefix match and decision, then those never looked at."""
+        s = self.sched
+        if s.policy.policy == "lpm":
+            tracer.event("sched.queue_sorted", waiting=[r.rid for r in s.waiting_queue])
+        init = adder.initial
+        tracer.event("sched.prefill_budget", available_size=init.available_size, evictable_size=init.evictable_size,
+                     new_token_ratio=_num(init.new_token_ratio), running_rids=init.running_rids,
+                     running_future_tokens=init.running_future_tokens, reserved_tokens=_num(init.reserved_tokens),
+                     mixed_decode_rows=init.mixed_decode_rows, budgets=_budgets(init.budgets))
+        by_rid = {r.rid: r for r in s.waiting_queue + adder.can_run_list}
+        for rec in adder.log:
+            req = by_rid.get(rec.rid)
+            if req is not None:
+                tracer.event("sched.prefix_matched", rid=rec.rid, prefix_len=len(req.prefix_indices),
+                             matched_slots=req.prefix_indices)
+            facts = {k: v for k, v in (("extend_range", rec.extend_range), ("budget", rec.budget), ("need", rec.need))
+                     if v is not None}
+            tracer.event("sched.admission", rid=rec.rid, decision=rec.decision, **facts, source=rec.source,
+                         before=_budgets(rec.before), after=_budgets(rec.after), extend_input_len=rec.extend_input_len,
+                         future_tokens=rec.future_tokens, prefix_locked=rec.prefix_locked)
+        looked_at = {rec.rid for rec in adder.log}
+        not_considered = [r.rid for r in s.waiting_queue if r.rid not in looked_at]
+        if not_considered:
+            last = adder.log[-1]
+            tracer.event("sched.admission_stopped", not_considered=not_considered, stopped_by=last.rid,
+                         decision=last.decision, budget=last.budget)
+
+    @hook
+    def decode_mem_checked(self, batch: ScheduleBatch, dropped: list[Req], where: str) -> None:
+        """filter_batch, then check_decode_mem: one new KV slot per running request, from free or evictable ones."""
+        s = self.sched
+        tracer.event("sched.decode_mem_checked", where=where, running=[r.rid for r in batch.reqs],
+                     finished=[r.rid for r in dropped], needed=len(batch.reqs),
+                     available_size=s.token_to_kv_pool.available_size(),
+                     evictable_size=s.tree_cache.evictable_size(), ok=batch.check_decode_mem())
+
+    @hook
+    def retracted(self, reqs: list[Req]) -> None:
+        for req in reqs:
+            tracer.event("sched.retracted", rid=req.rid, output_len=len(req.output_ids))
+            tracer.event("sched.enqueued", rid=req.rid, queue_len=len(self.sched.waiting_queue), retracted=True)
+
+    @hook
+    def batch_formed(self, batch: ScheduleBatch) -> None:
+        attrs = dict(type="ScheduleBatch", forward_mode=batch.forward_mode.name, seq_lens=batch.seq_lens,
+                     prefix_lens=batch.prefix_lens, extend_lens=batch.extend_lens, out_cache_loc=batch.out_cache_loc,
+                     req_pool_indices=batch.req_pool_indices, decoding_rids=[r.rid for r in batch.decoding_reqs])
+        if tracer.level >= LEVEL_TOKENS:
+            attrs["input_ids"] = batch.input_ids
+        rids = [r.rid for r in batch.reqs]
+        rows = batch.extend_lens if batch.forward_mode.is_extend() else [1] * len(rids)
+        attrs["logit_rows"] = [end - 1 for end in itertools.accumulate(rows)]  # each request's last row is sampled
+        tracer.event("sched.batch_formed", rids=rids, **attrs)
+        # which rows (and so which KV slots) belong to which request
+        start = 0
+        for rid, n in zip(rids, rows):
+            tracer.event("kv.assigned", rid=rid, slots=batch.out_cache_loc[start : start + n])
+            start += n
+
+    # ---- running it -----------------------------------------------------------------------------
+    @hook
+    def forward_begin(self, batch: ScheduleBatch, forward_batch) -> None:
+        attrs = dict(type="ForwardBatch", forward_mode=batch.forward_mode.name, num_rows=len(batch.input_ids))
+        if tracer.level >= LEVEL_TENSORS:
+            attrs.update(positions=forward_batch.positions, input_ids=forward_batch.input_ids,
+                         out_cache_loc=forward_batch.out_cache_loc)
+        tracer.begin("model.forward", rids=[r.rid for r in batch.reqs], **attrs)
+
+    @hook
+    def forward_end(self, batch: ScheduleBatch, seconds: float) -> None:
+        tracer.end("model.forward", rids=[r.rid for r in batch.reqs], duration_ms=round(seconds * 1000, 3))
+
+    # ---- its results ----------------------------------------------------------------------------
+    @hook
+    def sampled(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
+        if tracer.level < LEVEL_TOKENS:
+            return
+        texts = [self.sched.tokenizer.decode([t]) for t in result.next_token_ids]
+        tracer.event("sched.sampled", rids=[r.rid for r in batch.reqs], type="GenerationBatchResult",
+                     token_ids=result.next_token_ids, texts=texts, logprobs=[round(x, 5) for x in result.logprobs])
+
+    @hook
+    def output_appended(self, req: Req) -> None:
+        if tracer.level >= LEVEL_TOKENS:
+            reason = req.finished_reason.to_json() if req.finished() else None
+            tracer.event("sched.output_appended", rid=req.rid, token_id=req.output_ids[-1],
+                         output_len=len(req.output_ids), finished=req.finished(), finish_reason=reason)
+        if req.finished():
+            self._finished(req)
+
+    @hook
+    def req_finished(self, req: Req) -> None:
+        """A request that finished without a token (aborted while waiting)."""
+        self._finished(req)
+
+    @hook
+    def results_processed(self) -> None:
+        """Tokens appended and KV cached: the cache's moves (pending, so reported by the guard) precede the output."""
+
+    @hook
+    def round_end(self) -> None:
+        s = self.sched
+        nodes = s.tree_cache.tree_nodes()
+        if nodes != self._traced_tree:
+            tracer.event("cache.tree", nodes=nodes)
+            self._traced_tree = nodes
+        tracer.event(
+            "sched.round_end",
+            waiting=[r.rid for r in s.waiting_queue],
+            running=[r.rid for r in s.running_batch.reqs],
+            chunked=s.chunked_req.rid if s.chunked_req is not None else None,
+            free_slots=s.token_to_kv_pool.available_size(),
+            cached_slots=s.tree_cache.total_size(),
+            evictable_slots=s.tree_cache.evictable_size(),
+        )
+        tracer.flush()
+
+    def _finished(self, req: Req) -> None:
+        tracer.event("sched.finished", rid=req.rid, finish_reason=req.finished_reason.to_json(),
+                     output_len=len(req.output_ids), cached_tokens=req.cached_tokens)
+
+
+def _budgets(budgets: dict) -> dict:
+    return {k: _num(v) for k, v in budgets.items()}
+
+
+def _num(x):
+    """rem_total_tokens is a float (the reservation uses new_token_ratio): 4 decimals are plenty in a trace."""
+    return round(x, 4) if isinstance(x, float) else x
