@@ -58,8 +58,7 @@ def event_loop(manager: DetokenizerManager, recv_from_scheduler: PullReceiver, s
                 if tracer.enabled and tracer.level >= LEVEL_TOKENS:
                     _trace_decoded(manager, recv_obj, out)
                 send_to_tokenizer.send(out)
-            else:
-                recv_obj.trace_flow = None  # a new hop, so a new flow id: the scheduler's ended here
+            else:  # a reply of the scheduler's: passed on as it is, a new crossing with a flow id of its own
                 send_to_tokenizer.send(recv_obj)
         if recv_objs and tracer.enabled:
             tracer.flush()

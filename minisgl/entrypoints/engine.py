@@ -19,36 +19,9 @@ from minisgl.model_loader.loader import load_model_config, load_tokenizer, resol
 from minisgl.scheduler.io_struct import AbortReq, BatchStrOutput, TokenizedGenerateReqInput
 from minisgl.scheduler.scheduler import Scheduler
 from minisgl.server import tm_trace
+from minisgl.server.inproc_io import InProcessQueue
 from minisgl.server_args import ServerArgs
 from tracer.api import tracer
-
-
-class _Inbox:
-    """In-process stand-in for a ZeroMQ PUSH/PULL pair between two of the server's processes."""
-
-    def __init__(self, src: str, dst: str):
-        self.items: deque = deque()
-        self.src, self.dst = src, dst
-
-    def send(self, obj: Any) -> None:
-        if tracer.enabled and obj.trace_flow is None:
-            obj.trace_flow = tracer.new_flow_id()
-            tracer.event("ipc.send", flow=obj.trace_flow, flow_dir="send", msg=type(obj).__name__, dst=self.dst,
-                         **_rid_fields(obj))
-        self.items.append(obj)
-
-    def recv_all(self, block: bool = False) -> list:
-        out = list(self.items)
-        self.items.clear()
-        if tracer.enabled:
-            for obj in out:
-                tracer.event("ipc.recv", flow=obj.trace_flow, flow_dir="recv", msg=type(obj).__name__,
-                             src=self.src, **_rid_fields(obj))
-        return out
-
-
-def _rid_fields(obj: Any) -> dict:
-    return {"rids": obj.rids} if hasattr(obj, "rids") else {"rid": obj.rid}
 
 
 class Engine:
@@ -66,8 +39,9 @@ class Engine:
             self.model_runner = ModelRunner(self.model_config, _loaded.model_runner.source, self.server_args,
                                             model=_loaded.model_runner.model)
         self.trace_path = tracer.configure(trace_dir, "engine", trace_level) if trace_dir is not None else None
-        self._to_scheduler = _Inbox("tokenizer_manager", "scheduler")
-        self._to_detokenizer = _Inbox("scheduler", "detokenizer")
+        self._to_scheduler = InProcessQueue("tokenizer_manager", "scheduler")
+        self._to_detokenizer = InProcessQueue("scheduler", "detokenizer")
+        self._to_tokenizer = InProcessQueue("detokenizer", "tokenizer_manager")
         self.scheduler = Scheduler(self.server_args, self.model_runner, self.tokenizer,
                                    self._to_scheduler, self._to_detokenizer)
         self.detokenizer = DetokenizerManager(self.tokenizer)
@@ -156,25 +130,20 @@ class Engine:
         self.scheduler.run_one_round()
         for token_out in self._to_detokenizer.recv_all():
             str_out = self.detokenizer.handle_batch_token_id_out(token_out)
-            if tracer.enabled:
+            if tracer.enabled and tracer.level >= 2:
                 self._trace_detokenized(token_out, str_out)
-            self._handle_str_output(str_out, token_out)
+            self._to_tokenizer.send(str_out)  # in one process the text comes straight back: a send, a receive
+            for out in self._to_tokenizer.recv_all():
+                self._handle_str_output(out)
 
     def _trace_detokenized(self, token_out, str_out: BatchStrOutput) -> None:
-        if tracer.level >= 2:
-            for rid, ids, step in zip(token_out.rids, token_out.output_ids, self.detokenizer.last_steps):
-                tracer.event("detok.decoded", rid=rid, type="BatchStrOutput", token_ids=ids, delta=step.delta_text,
-                             read_offset=step.read_offset, surr_offset=step.surr_offset,
-                             held_back_tokens=step.held_back.incomplete_tokens,
-                             stop_prefix=step.held_back.stop_prefix, stop_trimmed=step.stop_trimmed)
-        # in one process the detokenizer hands BatchStrOutput straight back: a send and its receive
-        flow = tracer.new_flow_id()
-        tracer.event("ipc.send", rids=str_out.rids, flow=flow, flow_dir="send", msg="BatchStrOutput",
-                     dst="tokenizer_manager")
-        tracer.event("ipc.recv", rids=str_out.rids, flow=flow, flow_dir="recv", msg="BatchStrOutput",
-                     src="detokenizer")
+        for rid, ids, step in zip(token_out.rids, token_out.output_ids, self.detokenizer.last_steps):
+            tracer.event("detok.decoded", rid=rid, type="BatchStrOutput", token_ids=ids, delta=step.delta_text,
+                         read_offset=step.read_offset, surr_offset=step.surr_offset,
+                         held_back_tokens=step.held_back.incomplete_tokens,
+                         stop_prefix=step.held_back.stop_prefix, stop_trimmed=step.stop_trimmed)
 
-    def _handle_str_output(self, out: BatchStrOutput, token_out) -> None:
+    def _handle_str_output(self, out: BatchStrOutput) -> None:
         for i, rid in enumerate(out.rids):
             st = self._states.get(rid)
             if st is None:
@@ -183,7 +152,7 @@ class Engine:
             st["output_ids"] += out.output_ids[i]
             st["usage"] = {"prompt_tokens": out.prompt_tokens[i], "completion_tokens": out.completion_tokens[i],
                            "cached_tokens": out.cached_tokens[i]}
-            st["max_new_tokens"] = token_out.max_new_tokens[i]
+            st["max_new_tokens"] = out.max_new_tokens[i]
             st["finish_reason"] = out.finished_reasons[i]
             st["out"].append((out.output_strs[i], out.output_ids[i], out.finished_reasons[i]))
             st["done"] = out.finished_reasons[i] is not None
