@@ -129,19 +129,10 @@ class Engine:
     def _step(self) -> None:
         self.scheduler.run_one_round()
         for token_out in self._to_detokenizer.recv_all():
-            str_out = self.detokenizer.handle_batch_token_id_out(token_out)
-            if tracer.enabled and tracer.level >= 2:
-                self._trace_detokenized(token_out, str_out)
-            self._to_tokenizer.send(str_out)  # in one process the text comes straight back: a send, a receive
+            # in one process the text comes straight back: a send and its receive
+            self._to_tokenizer.send(self.detokenizer.handle_batch_token_id_out(token_out))
             for out in self._to_tokenizer.recv_all():
                 self._handle_str_output(out)
-
-    def _trace_detokenized(self, token_out, str_out: BatchStrOutput) -> None:
-        for rid, ids, step in zip(token_out.rids, token_out.output_ids, self.detokenizer.last_steps):
-            tracer.event("detok.decoded", rid=rid, type="BatchStrOutput", token_ids=ids, delta=step.delta_text,
-                         read_offset=step.read_offset, surr_offset=step.surr_offset,
-                         held_back_tokens=step.held_back.incomplete_tokens,
-                         stop_prefix=step.held_back.stop_prefix, stop_trimmed=step.stop_trimmed)
 
     def _handle_str_output(self, out: BatchStrOutput) -> None:
         for i, rid in enumerate(out.rids):

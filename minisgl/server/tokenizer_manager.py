@@ -33,7 +33,6 @@ from minisgl.server.errors import RequestError, client_disconnected, server_unav
 from minisgl.server.port_args import PortArgs
 from minisgl.server.protocol import GenerateReqInput
 from minisgl.server.zmq_io import AsyncPullReceiver, PushSender
-from tracer.api import tracer
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +83,7 @@ class TokenizerManager:
         Every refusal raises RequestError before the first yield, so the caller can still pick a status.
         """
         self._check_alive()
-        if tracer.enabled:
-            tracer.event("tm.generate_req_input", rid=obj.rid, type="GenerateReqInput")
+        tm_trace.generate_req_input(obj.rid)
         tokenized = self._tokenize_one_request(obj)
         state = self._init_req_state(obj)
         try:
@@ -200,8 +198,7 @@ class TokenizerManager:
                 state.finished = True
                 del self.rid_to_state[rid]
             state.event.set()
-            if tracer.enabled:
-                tracer.event("tm.waiter_woken", rid=rid, delta_text=delta, finished=reason is not None)
+            tm_trace.waiter_woken(rid, delta, reason is not None)
 
     # ---- control messages -------------------------------------------------------------------------
     def abort_request(self, rid: str, drop_state: bool = False) -> bool:
