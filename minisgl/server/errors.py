@@ -1,7 +1,8 @@
 """RequestError: a request the server will not serve, carrying the HTTP status and OpenAI error fields.
 
 Raised anywhere between the endpoint and the TokenizerManager's first output, so the endpoint can answer
-with the right status line instead of starting a response it would have to break.
+with the right status line instead of starting a response it would have to break. It is a ValueError: the
+offline Engine raises the same errors from the same checks, and its callers catch a bad argument as usual.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from fastapi.responses import JSONResponse
 from minisgl.server.protocol import ErrorResponse
 
 
-class RequestError(Exception):
+class RequestError(ValueError):
     def __init__(self, message: str, status_code: int = 400, err_type: str = "invalid_request_error",
                  param: str | None = None, code: str | int | None = None):
         super().__init__(message)
