@@ -20,8 +20,8 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 
 from minisgl.server import tm_trace
-from minisgl.server.errors import RequestError
-from minisgl.server.protocol import GenerateReqInput, UsageInfo, format_validation_error
+from minisgl.server.errors import RequestError, format_validation_error
+from minisgl.server.protocol import GenerateReqInput, UsageInfo
 from minisgl.server.tokenizer_manager import TokenizerManager
 
 Chunk = tuple[dict[str, Any], str]  # one SSE payload, and the text it adds (for the trace)
