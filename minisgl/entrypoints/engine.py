@@ -9,7 +9,8 @@ Its front end is the server's: a TokenizerManagerCore tokenizes and validates ea
 the detokenizer's BatchStrOutput into ReqStates. Only the transport differs: in-process queues stand in for
 the sockets, and instead of three processes looping on their own, `step()` runs one scheduler round and
 passes what came out through the DetokenizerManager to the TokenizerManagerCore. Scenarios and tests drive
-the engine round by round with `submit`, `step` and `result`.
+the engine round by round with `submit`, `step` and `result`. A prompt too long for the context is refused
+by the scheduler (the server's TokenizerManager refuses it before sending, from the limits it was given).
 """
 
 from __future__ import annotations
