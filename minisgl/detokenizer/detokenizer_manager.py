@@ -1,11 +1,13 @@
 """DetokenizerManager: BatchTokenIDOutput (token ids) in, BatchStrOutput (text deltas) out.
 
 It keeps one DecodeStatus per running rid and drops it when the request finishes. The server runs it
-in its own process; the offline Engine calls it in-process.
+in its own process; the offline Engine calls it in-process. Either way each batch ends with the
+detokenizer's one trace hook, fed with the steps the pure decoder returned.
 """
 
 from __future__ import annotations
 
+from minisgl.detokenizer import trace_hooks
 from minisgl.detokenizer.incremental import DecodeStatus, DecodeStep, decode_incremental
 from minisgl.scheduler.io_struct import BatchStrOutput, BatchTokenIDOutput
 
@@ -14,10 +16,10 @@ class DetokenizerManager:
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
         self.decode_status: dict[str, DecodeStatus] = {}
-        self.last_steps: list[DecodeStep] = []  # this batch's steps, for tracing
 
     def handle_batch_token_id_out(self, recv: BatchTokenIDOutput) -> BatchStrOutput:
-        texts, self.last_steps = [], []
+        texts: list[str] = []
+        steps: list[DecodeStep] = []
         for i, rid in enumerate(recv.rids):
             status = self.decode_status.setdefault(rid, DecodeStatus())
             finished = recv.finished_reasons[i] is not None
@@ -26,9 +28,10 @@ class DetokenizerManager:
                 skip_special_tokens=recv.skip_special_tokens[i], stop_strs=recv.stop_strs[i],
             )
             texts.append(step.delta_text)
-            self.last_steps.append(step)
+            steps.append(step)
             if finished:
                 del self.decode_status[rid]
+        trace_hooks.decoded(recv, steps)
         return BatchStrOutput(
             rids=list(recv.rids),
             output_strs=texts,

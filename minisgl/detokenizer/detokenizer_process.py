@@ -13,13 +13,12 @@ from multiprocessing.connection import Connection
 import zmq
 
 from minisgl.detokenizer.detokenizer_manager import DetokenizerManager
-from minisgl.scheduler.io_struct import BatchStrOutput, BatchTokenIDOutput
+from minisgl.scheduler.io_struct import BatchTokenIDOutput
 from minisgl.server.child_process import one_line, setup_child_process
 from minisgl.server.http_server_args import HttpServerArgs
 from minisgl.server.port_args import PortArgs
 from minisgl.server.zmq_io import PullReceiver, PushSender
 from minisgl.server_args import ServerArgs
-from tracer.api import LEVEL_TOKENS, tracer
 
 logger = logging.getLogger(__name__)
 
@@ -51,23 +50,8 @@ def run_detokenizer_process(server_args: ServerArgs, http_args: HttpServerArgs, 
 def event_loop(manager: DetokenizerManager, recv_from_scheduler: PullReceiver, send_to_tokenizer: PushSender
                ) -> None:
     while True:
-        recv_objs = recv_from_scheduler.recv_all(block=True)
-        for recv_obj in recv_objs:
+        for recv_obj in recv_from_scheduler.recv_all(block=True):
             if isinstance(recv_obj, BatchTokenIDOutput):
-                out = manager.handle_batch_token_id_out(recv_obj)
-                if tracer.enabled and tracer.level >= LEVEL_TOKENS:
-                    _trace_decoded(manager, recv_obj, out)
-                send_to_tokenizer.send(out)
-            else:
-                recv_obj.trace_flow = None  # a new hop, so a new flow id: the scheduler's ended here
+                send_to_tokenizer.send(manager.handle_batch_token_id_out(recv_obj))
+            else:  # a reply of the scheduler's: passed on as it is, a new crossing with a flow id of its own
                 send_to_tokenizer.send(recv_obj)
-        if recv_objs and tracer.enabled:
-            tracer.flush()
-
-
-def _trace_decoded(manager: DetokenizerManager, recv_obj: BatchTokenIDOutput, out: BatchStrOutput) -> None:
-    for rid, ids, step in zip(out.rids, recv_obj.output_ids, manager.last_steps):
-        tracer.event("detok.decoded", rid=rid, type="BatchStrOutput", token_ids=list(ids), delta=step.delta_text,
-                     read_offset=step.read_offset, surr_offset=step.surr_offset,
-                     held_back_tokens=step.held_back.incomplete_tokens, stop_prefix=step.held_back.stop_prefix,
-                     stop_trimmed=step.stop_trimmed)

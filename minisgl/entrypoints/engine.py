@@ -4,51 +4,32 @@
     engine.generate("The capital of France is", {"max_new_tokens": 8, "temperature": 0})
     engine.generate([{"role": "user", "content": "Hi!"}])          # chat messages
     for chunk in engine.generate("Once upon", stream=True): ...   # text deltas
+
+Its front end is the server's: a TokenizerManagerCore tokenizes and validates each GenerateReqInput and files
+the detokenizer's BatchStrOutput into ReqStates. Only the transport differs: in-process queues stand in for
+the sockets, and instead of three processes looping on their own, `step()` runs one scheduler round and
+passes what came out through the DetokenizerManager to the TokenizerManagerCore. Scenarios and tests drive
+the engine round by round with `submit`, `step` and `result`. A prompt too long for the context is refused
+by the scheduler (the server's TokenizerManager refuses it before sending, from the limits it was given).
 """
 
 from __future__ import annotations
 
-import itertools
 import uuid
-from collections import deque
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from minisgl.detokenizer.detokenizer_manager import DetokenizerManager
 from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
-from minisgl.scheduler.io_struct import AbortReq, BatchStrOutput, TokenizedGenerateReqInput
+from minisgl.scheduler.io_struct import AbortReq, TokenizedGenerateReqInput
 from minisgl.scheduler.scheduler import Scheduler
-from minisgl.server import tm_trace
+from minisgl.server.errors import RequestError
+from minisgl.server.inproc_io import InProcessQueue
+from minisgl.server.protocol import GenerateReqInput
+from minisgl.server.tokenizer_manager_core import ReqState, TokenizerManagerCore, refusal
 from minisgl.server_args import ServerArgs
 from tracer.api import tracer
-
-
-class _Inbox:
-    """In-process stand-in for a ZeroMQ PUSH/PULL pair between two of the server's processes."""
-
-    def __init__(self, src: str, dst: str):
-        self.items: deque = deque()
-        self.src, self.dst = src, dst
-
-    def send(self, obj: Any) -> None:
-        if tracer.enabled and obj.trace_flow is None:
-            obj.trace_flow = tracer.new_flow_id()
-            tracer.event("ipc.send", flow=obj.trace_flow, flow_dir="send", msg=type(obj).__name__, dst=self.dst,
-                         **_rid_fields(obj))
-        self.items.append(obj)
-
-    def recv_all(self, block: bool = False) -> list:
-        out = list(self.items)
-        self.items.clear()
-        if tracer.enabled:
-            for obj in out:
-                tracer.event("ipc.recv", flow=obj.trace_flow, flow_dir="recv", msg=type(obj).__name__,
-                             src=self.src, **_rid_fields(obj))
-        return out
-
-
-def _rid_fields(obj: Any) -> dict:
-    return {"rids": obj.rids} if hasattr(obj, "rids") else {"rid": obj.rid}
 
 
 class Engine:
@@ -66,35 +47,33 @@ class Engine:
             self.model_runner = ModelRunner(self.model_config, _loaded.model_runner.source, self.server_args,
                                             model=_loaded.model_runner.model)
         self.trace_path = tracer.configure(trace_dir, "engine", trace_level) if trace_dir is not None else None
-        self._to_scheduler = _Inbox("tokenizer_manager", "scheduler")
-        self._to_detokenizer = _Inbox("scheduler", "detokenizer")
+        self._to_scheduler = InProcessQueue("tokenizer_manager", "scheduler")
+        self._to_detokenizer = InProcessQueue("scheduler", "detokenizer")
+        self._to_tokenizer = InProcessQueue("detokenizer", "tokenizer_manager")
         self.scheduler = Scheduler(self.server_args, self.model_runner, self.tokenizer,
                                    self._to_scheduler, self._to_detokenizer)
         self.detokenizer = DetokenizerManager(self.tokenizer)
-        self._states: dict[str, dict] = {}  # rid -> accumulated result
+        self.tokenizer_manager = TokenizerManagerCore(self.tokenizer, self.model_config.vocab_size,
+                                                      self._to_scheduler)
 
     # ---- public API -------------------------------------------------------------------------------
     def generate(self, prompt: Any = None, sampling_params: dict | list[dict] | None = None, *,
                  input_ids: list[int] | list[list[int]] | None = None, stream: bool = False,
                  rid: str | list[str] | None = None):
         """prompt: a string, chat messages (a list of {"role", "content"}), or a list of either.
-        Returns one result dict per prompt (a list for a list), or an iterator of deltas if stream."""
-        prompts, single = self._normalize_prompts(prompt, input_ids)
-        params = sampling_params if isinstance(sampling_params, list) else [sampling_params or {}] * len(prompts)
-        rids = rid if isinstance(rid, list) else [rid or uuid.uuid4().hex for _ in prompts]
-        if len(params) != len(prompts) or len(rids) != len(prompts):
-            raise ValueError("sampling_params and rid lists must have one entry per prompt")
-        if len(set(rids)) != len(rids) or any(r in self._states for r in rids):
-            raise ValueError(f"duplicate request id in {rids}")
+        Returns one result dict per prompt (a list for a list), or an iterator of deltas if stream.
+        A request the engine refuses raises ValueError (RequestError, with the message a server would send)."""
+        objs, single = self._make_requests(prompt, input_ids, sampling_params, rid, stream)
         if stream:
             if not single:
                 raise ValueError("stream=True takes a single prompt")
-            return self._stream(prompts[0], params[0], rids[0])
-        for (text, ids), p, r in zip(prompts, params, rids):
-            self._submit(r, text, ids, p, stream=False)
-        while any(not self._states[r]["done"] for r in rids):
-            self._step()
-        results = [self._finish_result(r) for r in rids]
+            return self._stream(objs[0])
+        # every request is checked before the first is sent: a refusal leaves nothing running
+        tokenized = [self.tokenizer_manager._tokenize_one_request(obj) for obj in objs]
+        states = [self.submit(obj, tok) for obj, tok in zip(objs, tokenized)]
+        while not all(state.finished for state in states):
+            self.step()
+        results = [self.result(state) for state in states]
         return results[0] if single else results
 
     def fork(self, trace_dir: str | None = None, trace_level: int = 2, **overrides: Any) -> Engine:
@@ -113,7 +92,7 @@ class Engine:
         return self.scheduler.flush_cache()
 
     def shutdown(self) -> None:
-        self._states.clear()
+        self.tokenizer_manager.rid_to_state.clear()
         if self.trace_path is not None:
             tracer.close()
             self.trace_path = None
@@ -124,103 +103,92 @@ class Engine:
     def __exit__(self, *exc) -> None:
         self.shutdown()
 
+    # ---- round by round: what generate() does, for callers that act between rounds ----------------
+    def submit(self, obj: GenerateReqInput, tokenized: TokenizedGenerateReqInput | None = None) -> ReqState:
+        """Send one request to the scheduler (it runs from the next step on); its ReqState fills as it runs."""
+        tm = self.tokenizer_manager
+        if tokenized is None:
+            tokenized = tm._tokenize_one_request(obj)
+        state = tm._init_req_state(obj)
+        tm._send_one_request(tokenized)
+        return state
+
+    def step(self) -> None:
+        """One scheduler round, then the detokenizer and the TokenizerManagerCore on what it sent out."""
+        self.scheduler.run_one_round()
+        for token_out in self._to_detokenizer.recv_all():
+            # in one process the text comes straight back: a send and its receive
+            self._to_tokenizer.send(self.detokenizer.handle_batch_token_id_out(token_out))
+            for str_out in self._to_tokenizer.recv_all():
+                self.tokenizer_manager._handle_batch_output(str_out)
+
+    def result(self, state: ReqState) -> dict:
+        """A finished request's answer; a refused one raises its error."""
+        error = refusal(state.meta_info)
+        if error is not None:
+            raise error
+        result = {"rid": state.obj.rid, "text": state.text, "output_ids": state.output_ids,
+                  "finish_reason": state.meta_info["finish_reason"], "usage": _usage(state.meta_info)}
+        if state.meta_info["warning"]:
+            result["warning"] = state.meta_info["warning"]
+        return result
+
     # ---- internals --------------------------------------------------------------------------------
-    def _normalize_prompts(self, prompt, input_ids) -> tuple[list[tuple[str | None, list[int]]], bool]:
+    def _make_requests(self, prompt, input_ids, sampling_params, rid, stream: bool
+                       ) -> tuple[list[GenerateReqInput], bool]:
+        """The GenerateReqInput of each prompt, and whether a single prompt (not a list) was given."""
         if (prompt is None) == (input_ids is None):
             raise ValueError("pass exactly one of prompt or input_ids")
         if input_ids is not None:
             single = bool(input_ids) and isinstance(input_ids[0], int)
-            batch = [input_ids] if single else input_ids
-            return [(None, list(ids)) for ids in batch], single
-        single = isinstance(prompt, str) or _is_chat(prompt)
-        batch = [prompt] if single else list(prompt)
-        return [self._tokenize(p) for p in batch], single
+            inputs = [{"input_ids": list(ids)} for ids in ([input_ids] if single else input_ids)]
+        else:
+            single = isinstance(prompt, str) or _is_chat(prompt)
+            inputs = [_prompt_input(p) for p in ([prompt] if single else prompt)]
+        params = sampling_params if isinstance(sampling_params, list) else [sampling_params or {}] * len(inputs)
+        rids = rid if isinstance(rid, list) else [rid or uuid.uuid4().hex for _ in inputs]
+        if len(params) != len(inputs) or len(rids) != len(inputs):
+            raise ValueError("sampling_params and rid lists must have one entry per prompt")
+        if len(set(rids)) != len(rids) or any(r in self.tokenizer_manager.rid_to_state for r in rids):
+            raise RequestError(f"duplicate request id in {rids}", param="rid")
+        objs = [GenerateReqInput(rid=r, sampling_params=dict(p), stream=stream, **x)
+                for x, p, r in zip(inputs, params, rids)]
+        return objs, single
 
-    def _tokenize(self, p: Any) -> tuple[str, list[int]]:
-        if isinstance(p, str):
-            return p, self.tokenizer.encode(p, add_special_tokens=False)
-        if _is_chat(p):
-            text = self.tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
-            return text, self.tokenizer.encode(text, add_special_tokens=False)
-        raise ValueError(f"a prompt must be a string or a list of chat messages, not {type(p).__name__}")
-
-    def _submit(self, rid: str, text: str | None, ids: list[int], params: dict, stream: bool) -> None:
-        if rid in self._states:
-            raise ValueError(f"duplicate request id {rid!r}")
-        self._states[rid] = {"text": "", "output_ids": [], "done": False, "out": deque(),
-                             "requested_max_new_tokens": params.get("max_new_tokens")}
-        tm_trace.tokenized(rid, text, ids, self.tokenizer)
-        self._to_scheduler.send(TokenizedGenerateReqInput(rid, text, ids, dict(params), stream))
-
-    def _step(self) -> None:
-        self.scheduler.run_one_round()
-        for token_out in self._to_detokenizer.recv_all():
-            str_out = self.detokenizer.handle_batch_token_id_out(token_out)
-            if tracer.enabled:
-                self._trace_detokenized(token_out, str_out)
-            self._handle_str_output(str_out, token_out)
-
-    def _trace_detokenized(self, token_out, str_out: BatchStrOutput) -> None:
-        if tracer.level >= 2:
-            for rid, ids, step in zip(token_out.rids, token_out.output_ids, self.detokenizer.last_steps):
-                tracer.event("detok.decoded", rid=rid, type="BatchStrOutput", token_ids=ids, delta=step.delta_text,
-                             read_offset=step.read_offset, surr_offset=step.surr_offset,
-                             held_back_tokens=step.held_back.incomplete_tokens,
-                             stop_prefix=step.held_back.stop_prefix, stop_trimmed=step.stop_trimmed)
-        # in one process the detokenizer hands BatchStrOutput straight back: a send and its receive
-        flow = tracer.new_flow_id()
-        tracer.event("ipc.send", rids=str_out.rids, flow=flow, flow_dir="send", msg="BatchStrOutput",
-                     dst="tokenizer_manager")
-        tracer.event("ipc.recv", rids=str_out.rids, flow=flow, flow_dir="recv", msg="BatchStrOutput",
-                     src="detokenizer")
-
-    def _handle_str_output(self, out: BatchStrOutput, token_out) -> None:
-        for i, rid in enumerate(out.rids):
-            st = self._states.get(rid)
-            if st is None:
-                continue
-            st["text"] += out.output_strs[i]
-            st["output_ids"] += out.output_ids[i]
-            st["usage"] = {"prompt_tokens": out.prompt_tokens[i], "completion_tokens": out.completion_tokens[i],
-                           "cached_tokens": out.cached_tokens[i]}
-            st["max_new_tokens"] = token_out.max_new_tokens[i]
-            st["finish_reason"] = out.finished_reasons[i]
-            st["out"].append((out.output_strs[i], out.output_ids[i], out.finished_reasons[i]))
-            st["done"] = out.finished_reasons[i] is not None
-
-    def _finish_result(self, rid: str) -> dict:
-        st = self._states.pop(rid)
-        reason = st["finish_reason"]
-        if reason and reason.get("type") == "abort" and reason.get("status_code") == 400:
-            raise ValueError(reason["message"])
-        result = {"rid": rid, "text": st["text"], "output_ids": st["output_ids"], "finish_reason": reason,
-                  "usage": st["usage"]}
-        asked = st["requested_max_new_tokens"]
-        if asked is not None and st["max_new_tokens"] < asked:
-            result["warning"] = f"max_new_tokens {asked} was clamped to {st['max_new_tokens']} to fit the context"
-        return result
-
-    def _stream(self, prompt: tuple[str | None, list[int]], params: dict, rid: str) -> Iterator[dict]:
-        self._submit(rid, prompt[0], prompt[1], params, stream=True)
-        st = self._states[rid]
+    def _stream(self, obj: GenerateReqInput) -> Iterator[dict]:
+        state = self.submit(obj)
         try:
-            for _ in itertools.count():
-                while st["out"]:
-                    text, ids, reason = st["out"].popleft()
-                    if reason and reason.get("type") == "abort" and reason.get("status_code") == 400:
-                        raise ValueError(reason["message"])
-                    yield {"rid": rid, "text": text, "output_ids": ids, "finish_reason": reason,
-                           "usage": st["usage"] if reason else None}
-                if st["done"]:
+            while True:
+                pieces, state.out_list = state.out_list, []
+                for piece in pieces:
+                    meta = piece["meta_info"]
+                    error = refusal(meta)
+                    if error is not None:
+                        raise error
+                    reason = meta["finish_reason"]
+                    yield {"rid": obj.rid, "text": piece["delta"], "output_ids": piece["output_ids"],
+                           "finish_reason": reason, "usage": _usage(meta) if reason else None}
+                if state.finished:
                     return
-                self._step()
+                self.step()
         finally:
-            if not st["done"]:  # the caller stopped early: abort and let the scheduler release it
-                self.abort(rid)
-                while not st["done"]:
-                    self._step()
-            self._states.pop(rid, None)
+            if not state.finished:  # the caller stopped early: abort and let the scheduler release it
+                self.abort(obj.rid)
+                while not state.finished:
+                    self.step()
 
 
 def _is_chat(p: Any) -> bool:
     return isinstance(p, list) and bool(p) and all(isinstance(m, dict) and "role" in m for m in p)
+
+
+def _prompt_input(p: Any) -> dict[str, Any]:
+    if isinstance(p, str):
+        return {"text": p}
+    if _is_chat(p):
+        return {"messages": p}
+    raise ValueError(f"a prompt must be a string or a list of chat messages, not {type(p).__name__}")
+
+
+def _usage(meta_info: dict) -> dict[str, int]:
+    return {k: meta_info[k] for k in ("prompt_tokens", "completion_tokens", "cached_tokens")}

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from minisgl.scenarios.base import TRACE_LEVEL, Abort, Scenario, Submit
+from minisgl.server.protocol import GenerateReqInput
 from minisgl.server_args import ServerArgs
 
 MAX_LOOPS = 10_000  # a scenario is a few dozen rounds; this only stops a bug from spinning forever
@@ -52,7 +53,7 @@ def drive(engine: Any, steps: tuple, on_round: Callable[[Any], None] | None = No
     run rounds until every request is done, exactly as Engine.generate does between its own steps.
     `on_round(scheduler)` is called after every round that ran a batch (tests read the live state there)."""
     pending = sorted(steps, key=lambda s: s.after_round)  # stable: steps of one round keep their order
-    sched, submitted, outcome = engine.scheduler, [], Outcome()
+    sched, states, outcome = engine.scheduler, {}, Outcome()
     for _ in range(MAX_LOOPS):
         due = [s for s in pending if s.after_round <= sched.forward_ct]
         if not due and pending and sched.is_idle():  # nothing would run until then: the next steps come now
@@ -60,32 +61,31 @@ def drive(engine: Any, steps: tuple, on_round: Callable[[Any], None] | None = No
         for step in due:
             pending.remove(step)
             if isinstance(step, Submit):
-                _submit(engine, step)
-                submitted.append(step.rid)
+                states[step.rid] = engine.submit(_request(step))
             elif isinstance(step, Abort):
                 engine.abort(step.rid)
-        if not pending and all(engine._states[rid]["done"] for rid in submitted):
+        if not pending and all(state.finished for state in states.values()):
             break
         before = sched.forward_ct
-        engine._step()  # one scheduler round, then the detokenizer
+        engine.step()  # one scheduler round, then the detokenizer
         if on_round is not None and sched.forward_ct > before:
             on_round(sched)
     else:
         raise RuntimeError(f"the scenario did not finish within {MAX_LOOPS} scheduler loops")
     outcome.rounds = sched.forward_ct
-    for rid in submitted:
+    for rid, state in states.items():
         try:
-            outcome.results[rid] = engine._finish_result(rid)
+            outcome.results[rid] = engine.result(state)
         except ValueError as e:  # refused before it ran: the error a client would get
             outcome.results[rid] = {"rid": rid, "error": str(e)}
     return outcome
 
 
-def _submit(engine: Any, step: Submit) -> None:
+def _request(step: Submit) -> GenerateReqInput:
     if step.ids is not None:
-        text, ids = None, list(step.ids)
+        prompt: dict[str, Any] = {"input_ids": list(step.ids)}
     elif step.chat is not None:
-        text, ids = engine._tokenize([{"role": "user", "content": step.chat}])
+        prompt = {"messages": [{"role": "user", "content": step.chat}]}
     else:
-        text, ids = engine._tokenize(step.text or "")
-    engine._submit(step.rid, text, ids, step.sampling_params(), stream=step.stream)
+        prompt = {"text": step.text or ""}
+    return GenerateReqInput(rid=step.rid, sampling_params=step.sampling_params(), stream=step.stream, **prompt)

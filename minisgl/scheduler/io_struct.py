@@ -18,18 +18,16 @@ class TokenizedGenerateReqInput:
     input_ids: list[int]
     sampling_params: dict[str, Any]  # SamplingParams fields; checked by the scheduler
     stream: bool = False
-    trace_flow: str | None = None  # pairs the tracer's ipc.send with its ipc.recv
 
 
 @dataclass
 class AbortReq:
     rid: str
-    trace_flow: str | None = None
 
 
 @dataclass
 class FlushCacheReq:
-    trace_flow: str | None = None
+    """Ask the scheduler to empty its prefix cache (it does so only when idle)."""
 
 
 @dataclass
@@ -37,14 +35,11 @@ class FlushCacheReqOutput:
     """The scheduler flushes only when idle; the caller learns whether it did."""
 
     success: bool
-    trace_flow: str | None = None
 
 
 @dataclass
 class GetLoadReq:
     """Ask the scheduler for its queues and KV cache use (the server's /health reports it)."""
-
-    trace_flow: str | None = None
 
 
 @dataclass
@@ -54,7 +49,6 @@ class GetLoadReqOutput:
     free_slots: int  # KV slots nobody holds
     cached_slots: int  # KV slots held by the radix tree
     total_slots: int
-    trace_flow: str | None = None
 
 
 @dataclass
@@ -71,7 +65,6 @@ class BatchTokenIDOutput:
     cached_tokens: list[int]
     max_new_tokens: list[int]  # after clamping to the context: a caller can tell the clamp happened
     output_logprobs: list[list[float]] = field(default_factory=list)
-    trace_flow: str | None = None
 
 
 @dataclass
@@ -84,4 +77,3 @@ class BatchStrOutput:
     completion_tokens: list[int]
     cached_tokens: list[int]
     max_new_tokens: list[int] = field(default_factory=list)  # as the scheduler runs it (clamped to the context)
-    trace_flow: str | None = None

@@ -78,8 +78,4 @@ class SchedulerOutputProcessorMixin:
             if req.finished() and self.rid_to_req.get(req.rid) is req:  # a refused duplicate is not the owner
                 del self.rid_to_req[req.rid]
         if out.rids:
-            if tracer.enabled:
-                out.trace_flow = tracer.new_flow_id()
-                tracer.event("ipc.send", rids=out.rids, flow=out.trace_flow, flow_dir="send",
-                             msg="BatchTokenIDOutput", dst="detokenizer", output_ids=out.output_ids)
             self.send_to_detokenizer.send(out)

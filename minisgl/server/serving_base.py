@@ -19,10 +19,10 @@ from pydantic import BaseModel, ValidationError
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 
-from minisgl.server.errors import RequestError
-from minisgl.server.protocol import GenerateReqInput, UsageInfo, format_validation_error
+from minisgl.server import tm_trace
+from minisgl.server.errors import RequestError, format_validation_error
+from minisgl.server.protocol import GenerateReqInput, UsageInfo
 from minisgl.server.tokenizer_manager import TokenizerManager
-from tracer.api import LEVEL_TOKENS, tracer
 
 Chunk = tuple[dict[str, Any], str]  # one SSE payload, and the text it adds (for the trace)
 
@@ -64,17 +64,15 @@ class OpenAIServingBase:
         try:
             request = self._parse(await raw_request.body())
             rid = self._new_rid(request)
-            if tracer.enabled:
-                tracer.event("http.request_received", rid=rid, endpoint=self.endpoint, stream=request.stream,
-                             type=self.request_cls.__name__, sampling_params=self._sampling_params(request))
+            tm_trace.request_received(rid, self.endpoint, self.request_cls.__name__, request.stream,
+                                      self._sampling_params(request))
             self._validate_request(request)
             obj = self._convert_to_internal_request(request, rid)
             if request.stream:
                 return await self._handle_streaming_request(obj, request, raw_request)
             return await self._handle_non_streaming_request(obj, request, raw_request)
         except RequestError as e:
-            if tracer.enabled:
-                _trace_error(rid, e.status_code, e.message)
+            tm_trace.error(rid, e.status_code, e.message)
             return e.to_json_response()
 
     def _parse(self, body: bytes) -> Any:
@@ -90,8 +88,7 @@ class OpenAIServingBase:
         out = await generator.__anext__()
         await generator.aclose()
         response = self._build_response(out, request)
-        if tracer.enabled:
-            _trace_finished(obj.rid, out, 200)
+        tm_trace.response_finished(obj.rid, out["meta_info"], 200)
         return JSONResponse(response)
 
     async def _handle_streaming_request(self, obj: GenerateReqInput, request: Any, raw_request: Request
@@ -111,23 +108,18 @@ class OpenAIServingBase:
             while True:
                 for payload, delta in self._stream_chunks(out, request, first=out is first):
                     data = f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
-                    if tracer.enabled and tracer.level >= LEVEL_TOKENS:
-                        tracer.event("http.sse_chunk", rid=rid, type="SSE chunk", index=index, delta=delta,
-                                     bytes=len(data.encode()))
+                    tm_trace.sse_chunk(rid, index, delta, data)
                     index += 1
                     yield data
                 if out["meta_info"]["finish_reason"] is not None:
                     break
                 out = await generator.__anext__()
-            if tracer.enabled:
-                _trace_finished(rid, out, 200)
+            tm_trace.response_finished(rid, out["meta_info"], 200)
         except RequestError as e:  # too late for a status line: the error goes into the stream
-            if tracer.enabled:
-                _trace_error(rid, e.status_code, e.message)
+            tm_trace.error(rid, e.status_code, e.message)
             yield f"data: {e.to_response().model_dump_json()}\n\n"
         except (asyncio.CancelledError, GeneratorExit):  # the client left mid-stream
-            if tracer.enabled:
-                _trace_error(rid, 499, "the client closed the connection")
+            tm_trace.error(rid, 499, "the client closed the connection")
             raise
         finally:
             await generator.aclose()
@@ -166,15 +158,3 @@ def dump_chunk(chunk: BaseModel) -> dict[str, Any]:
         if "delta" in choice:
             choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}
     return data
-
-
-def _trace_finished(rid: str, out: dict[str, Any], status: int) -> None:
-    meta = out["meta_info"]
-    tracer.event("http.response_finished", rid=rid, finish_reason=meta["finish_reason"],
-                 usage=usage_of(meta).model_dump(), status=status)
-    tracer.flush()
-
-
-def _trace_error(rid: str | None, status: int, message: str) -> None:
-    tracer.event("http.error", rid=rid, status=status, message=message)
-    tracer.flush()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from minisgl.server.protocol import (
+from minisgl.server.protocol import GenerateReqInput, to_sampling_params_dict
+from minisgl.server.protocol_chat import (
     ChatCompletionRequest,
     ChatCompletionResponse,
     ChatCompletionResponseChoice,
@@ -13,8 +14,6 @@ from minisgl.server.protocol import (
     ChatCompletionStreamResponse,
     ChatMessage,
     ChoiceDelta,
-    GenerateReqInput,
-    to_sampling_params_dict,
 )
 from minisgl.server.serving_base import (
     Chunk,

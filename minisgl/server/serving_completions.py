@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from minisgl.server.protocol import (
+from minisgl.server.protocol import GenerateReqInput, to_sampling_params_dict
+from minisgl.server.protocol_completion import (
     CompletionRequest,
     CompletionResponse,
     CompletionResponseChoice,
     CompletionResponseStreamChoice,
     CompletionStreamResponse,
-    GenerateReqInput,
-    to_sampling_params_dict,
 )
 from minisgl.server.serving_base import (
     Chunk,

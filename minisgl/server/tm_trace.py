@@ -1,8 +1,30 @@
-"""The TokenizerManager's trace events that the offline Engine emits too (it plays that part in-process)."""
+"""The trace events of the main process: the HTTP server (`http.*`) and the TokenizerManager (`tm.*`).
+
+This is that process's one tracing seam. Each hook returns at once when tracing is off, so the serving code
+and the TokenizerManager call them without asking `tracer.enabled` first. The offline Engine plays the
+TokenizerManager's part in-process and emits `tm.tokenized` through the same hook.
+Event names and fields: lessons/docs/reference/trace-events.md.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from minisgl.server.protocol import UsageInfo
 from tracer.api import LEVEL_TOKENS, tracer
+
+
+def request_received(rid: str, endpoint: str, request_type: str, stream: bool, sampling_params: dict) -> None:
+    if not tracer.enabled:
+        return
+    tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
+                 sampling_params=sampling_params)
+
+
+def generate_req_input(rid: str) -> None:
+    if not tracer.enabled:
+        return
+    tracer.event("tm.generate_req_input", rid=rid, type="GenerateReqInput")
 
 
 def tokenized(rid: str, text: str | None, input_ids: list[int], tokenizer) -> None:
@@ -15,3 +37,32 @@ def tokenized(rid: str, text: str | None, input_ids: list[int], tokenizer) -> No
         attrs["input_texts"] = [tokenizer.decode([t]) for t in input_ids]
     tracer.event("tm.tokenized", rid=rid, type="TokenizedGenerateReqInput", text=text, input_ids=input_ids,
                  **attrs)
+
+
+def waiter_woken(rid: str, delta_text: str, finished: bool) -> None:
+    if not tracer.enabled:
+        return
+    tracer.event("tm.waiter_woken", rid=rid, delta_text=delta_text, finished=finished)
+
+
+def sse_chunk(rid: str, index: int, delta: str, data: str) -> None:
+    """http.sse_chunk (level 2): one `data:` line of a stream, the text it adds and its size on the wire."""
+    if not (tracer.enabled and tracer.level >= LEVEL_TOKENS):
+        return
+    tracer.event("http.sse_chunk", rid=rid, type="SSE chunk", index=index, delta=delta, bytes=len(data.encode()))
+
+
+def response_finished(rid: str, meta_info: dict[str, Any], status: int) -> None:
+    if not tracer.enabled:
+        return
+    usage = UsageInfo.of(meta_info["prompt_tokens"], meta_info["completion_tokens"], meta_info["cached_tokens"])
+    tracer.event("http.response_finished", rid=rid, finish_reason=meta_info["finish_reason"],
+                 usage=usage.model_dump(), status=status)
+    tracer.flush()
+
+
+def error(rid: str | None, status: int, message: str) -> None:
+    if not tracer.enabled:
+        return
+    tracer.event("http.error", rid=rid, status=status, message=message)
+    tracer.flush()

@@ -3,6 +3,9 @@
 A request coroutine runs `generate_request`: tokenize, `_send_one_request` (send and return at once), then
 `_wait_one_response` (sleep on its ReqState's event). One background task, `handle_loop`, receives every
 BatchStrOutput from the detokenizer, files each rid's piece into its ReqState and wakes that waiter.
+Tokenizing, validating and filing outputs are TokenizerManagerCore's (tokenizer_manager_core.py), which the
+offline Engine uses too; this class adds the sockets, the waiters and the length check against the limits
+the scheduler reported.
 """
 
 from __future__ import annotations
@@ -11,14 +14,13 @@ import asyncio
 import logging
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
 import zmq.asyncio
 from starlette.requests import Request
 
-from minisgl.sampling.sampling_params import SamplingParams
 from minisgl.scheduler.io_struct import (
     AbortReq,
     BatchStrOutput,
@@ -26,31 +28,17 @@ from minisgl.scheduler.io_struct import (
     FlushCacheReqOutput,
     GetLoadReq,
     GetLoadReqOutput,
-    TokenizedGenerateReqInput,
 )
 from minisgl.server import tm_trace
 from minisgl.server.errors import RequestError, client_disconnected, server_unavailable
 from minisgl.server.port_args import PortArgs
 from minisgl.server.protocol import GenerateReqInput
+from minisgl.server.tokenizer_manager_core import ReqState, TokenizerManagerCore, refusal
 from minisgl.server.zmq_io import AsyncPullReceiver, PushSender
-from tracer.api import tracer
 
 logger = logging.getLogger(__name__)
 
 DISCONNECT_POLL_S = 1.0  # a waiter with nothing new checks this often whether its client is still there
-
-
-@dataclass
-class ReqState:
-    """What one waiting request shares with handle_loop: pieces not yet taken, and its wake-up event."""
-
-    out_list: list[dict[str, Any]]
-    finished: bool
-    event: asyncio.Event
-    obj: GenerateReqInput
-    text: str = ""  # everything decoded so far
-    output_ids: list[int] = field(default_factory=list)
-    error: RequestError | None = None  # set when the engine can no longer answer
 
 
 @dataclass(frozen=True)
@@ -63,15 +51,14 @@ class EngineLimits:
     vocab_size: int
 
 
-class TokenizerManager:
+class TokenizerManager(TokenizerManagerCore):
     def __init__(self, port_args: PortArgs, tokenizer, limits: EngineLimits):
-        self.tokenizer = tokenizer
-        self.limits = limits
-        self.rid_to_state: dict[str, ReqState] = {}
-        self.dead_reason: str | None = None  # why the engine stopped answering, once a child died
         self._context = zmq.Context()
         self._async_context = zmq.asyncio.Context()
-        self.send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name, dst="scheduler")
+        send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name, dst="scheduler")
+        super().__init__(tokenizer, limits.vocab_size, send_to_scheduler)
+        self.limits = limits
+        self.dead_reason: str | None = None  # why the engine stopped answering, once a child died
         self.recv_from_detokenizer = AsyncPullReceiver(self._async_context, port_args.tokenizer_ipc_name,
                                                        src="detokenizer")
         self._reply_waiters: dict[type, deque[asyncio.Future]] = defaultdict(deque)
@@ -84,10 +71,10 @@ class TokenizerManager:
         Every refusal raises RequestError before the first yield, so the caller can still pick a status.
         """
         self._check_alive()
-        if tracer.enabled:
-            tracer.event("tm.generate_req_input", rid=obj.rid, type="GenerateReqInput")
+        tm_trace.generate_req_input(obj.rid)
         tokenized = self._tokenize_one_request(obj)
-        state = self._init_req_state(obj)
+        self._check_length(len(tokenized.input_ids))
+        state = self._init_req_state(obj, event=asyncio.Event())
         try:
             self._send_one_request(tokenized)
             async for out in self._wait_one_response(obj, state, request):
@@ -96,32 +83,8 @@ class TokenizerManager:
             if self.rid_to_state.get(obj.rid) is state:  # cancelled mid-wait: the scheduler must let it go
                 self.abort_request(obj.rid, drop_state=True)
 
-    def _tokenize_one_request(self, obj: GenerateReqInput) -> TokenizedGenerateReqInput:
-        try:
-            params = SamplingParams.from_dict(obj.sampling_params)
-            params.verify()
-        except (ValueError, TypeError) as e:
-            raise RequestError(str(e), param="sampling_params") from None
-        text: str | None
-        if obj.messages is not None:
-            try:
-                text = self.tokenizer.apply_chat_template(obj.messages, add_generation_prompt=True, tokenize=False)
-            except Exception as e:  # noqa: BLE001  (a template may reject turns in an order it does not allow)
-                raise RequestError(f"the chat template rejected the messages: {e}", param="messages") from None
-            input_ids = self.tokenizer.encode(text, add_special_tokens=False)
-        elif obj.text is not None:
-            text, input_ids = obj.text, self.tokenizer.encode(obj.text, add_special_tokens=False)
-        else:
-            text, input_ids = None, list(obj.input_ids or [])
-            bad = [t for t in input_ids if t >= self.limits.vocab_size]
-            if bad:
-                raise RequestError(f"input_ids has token id {bad[0]}, but the vocabulary has "
-                                   f"{self.limits.vocab_size} ids", param="input_ids")
-        self._check_length(len(input_ids))
-        tm_trace.tokenized(obj.rid, text, input_ids, self.tokenizer)
-        return TokenizedGenerateReqInput(obj.rid, text, input_ids, dict(obj.sampling_params), obj.stream)
-
     def _check_length(self, n: int) -> None:
+        """Refuse a prompt that cannot fit before it is sent (the scheduler would refuse it too, less clearly)."""
         if n == 0:
             raise RequestError("the prompt is empty: at least one input token is needed")
         limit = self.limits.max_req_len
@@ -130,17 +93,6 @@ class TokenizerManager:
                 f"the prompt has {n} tokens, but at most {limit - 1} fit: this server's limit is {limit} tokens "
                 f"for prompt and output together (context length {self.limits.context_len}, KV cache "
                 f"{self.limits.max_total_num_tokens} slots)", code="context_length_exceeded")
-
-    def _init_req_state(self, obj: GenerateReqInput) -> ReqState:
-        if obj.rid in self.rid_to_state:
-            raise RequestError(f"duplicate request id {obj.rid!r}: a request with it is running", param="rid")
-        state = ReqState(out_list=[], finished=False, event=asyncio.Event(), obj=obj)
-        self.rid_to_state[obj.rid] = state
-        return state
-
-    def _send_one_request(self, tokenized: TokenizedGenerateReqInput) -> None:
-        """Hand the request to the scheduler and return: the GPU-side work is not awaited here."""
-        self.send_to_scheduler.send(tokenized)
 
     async def _wait_one_response(self, obj: GenerateReqInput, state: ReqState, request: Request | None
                                  ) -> AsyncIterator[dict[str, Any]]:
@@ -159,9 +111,9 @@ class TokenizerManager:
             if not (state.finished or obj.stream):
                 continue
             meta = pieces[-1]["meta_info"]
-            reason = meta["finish_reason"]
-            if reason and reason.get("type") == "abort" and reason.get("status_code"):
-                raise RequestError(reason["message"], status_code=reason["status_code"])
+            error = refusal(meta)
+            if error is not None:
+                raise error
             yield {"text": state.text, "delta": "".join(p["delta"] for p in pieces),
                    "output_ids": list(state.output_ids), "meta_info": meta}
             if state.finished:
@@ -182,26 +134,9 @@ class TokenizerManager:
             except Exception:
                 logger.exception("handling %s failed", type(recv_obj).__name__)
 
-    def _handle_batch_output(self, recv_obj: BatchStrOutput) -> None:
-        for i, rid in enumerate(recv_obj.rids):
-            state = self.rid_to_state.get(rid)
-            if state is None:  # its client left and the state was dropped; this is the scheduler's last word
-                continue
-            reason = recv_obj.finished_reasons[i]
-            delta = recv_obj.output_strs[i]
-            state.text += delta
-            state.output_ids.extend(recv_obj.output_ids[i])
-            running_max = recv_obj.max_new_tokens[i] if recv_obj.max_new_tokens else None
-            meta = {"id": rid, "finish_reason": reason, "prompt_tokens": recv_obj.prompt_tokens[i],
-                    "completion_tokens": recv_obj.completion_tokens[i], "cached_tokens": recv_obj.cached_tokens[i],
-                    "warning": _clamp_warning(state.obj, running_max, recv_obj.prompt_tokens[i])}
-            state.out_list.append({"delta": delta, "meta_info": meta})
-            if reason is not None:
-                state.finished = True
-                del self.rid_to_state[rid]
-            state.event.set()
-            if tracer.enabled:
-                tracer.event("tm.waiter_woken", rid=rid, delta_text=delta, finished=reason is not None)
+    def _wake(self, rid: str, state: ReqState, delta: str) -> None:
+        state.event.set()
+        tm_trace.waiter_woken(rid, delta, state.finished)
 
     # ---- control messages -------------------------------------------------------------------------
     def abort_request(self, rid: str, drop_state: bool = False) -> bool:
@@ -273,11 +208,3 @@ class TokenizerManager:
         self._context.term()
         self._async_context.term()
 
-
-def _clamp_warning(obj: GenerateReqInput, running: int | None, prompt_tokens: int) -> str | None:
-    """The scheduler shortens max_new_tokens that would overrun the context; say so to the client."""
-    asked = (obj.sampling_params or {}).get("max_new_tokens")
-    if running is None or asked is None or running >= asked:
-        return None
-    return (f"max_new_tokens {asked} was clamped to {running}: the prompt's {prompt_tokens} tokens plus the "
-            f"output must fit the context")

@@ -4,7 +4,9 @@ Codec: pickle. Each message is one of our own dataclasses, passed between proces
 machine, through sockets in a 0700 folder, so pickle round-trips them exactly and no schema has to be kept
 in step with io_struct.py. It must never face a network: unpickling can run code the sender names.
 
-The wrappers also emit the tracer's ipc.send / ipc.recv pair, joined by the message's trace_flow id.
+Framing: two frames per message, the flow id that pairs the tracer's ipc.send with its ipc.recv (empty when
+the sender does not trace) and the pickled message. The wrappers own that id (ipc_trace.py emits the events),
+so no message type carries a tracing field.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
+from minisgl.server import ipc_trace
 from tracer.api import tracer
 
 RECV_POLL_MS = 200  # an idle loop wakes this often, so it can notice shutdown
@@ -28,30 +31,17 @@ def decode(data: bytes) -> Any:
     return pickle.loads(data)
 
 
-def _who(obj: Any) -> dict[str, Any]:
-    """The rid or rids a message is about, as the tracer's top-level fields."""
-    if hasattr(obj, "rids"):
-        return {"rids": list(obj.rids)}
-    if hasattr(obj, "rid"):
-        return {"rid": obj.rid}
-    return {}
+def _frames(flow: str | None, obj: Any) -> list[bytes]:
+    return [(flow or "").encode(), encode(obj)]
 
 
-def trace_send(obj: Any, dst: str) -> None:
-    """Give the message a flow id and emit ipc.send, unless its sender already did (the Scheduler does)."""
-    if getattr(obj, "trace_flow", None) is not None:
-        return
-    flow = tracer.new_flow_id()
-    if hasattr(obj, "trace_flow"):
-        obj.trace_flow = flow
-    tracer.event("ipc.send", flow=flow, flow_dir="send", msg=type(obj).__name__, dst=dst, **_who(obj))
+def _unframe(frames: list[bytes], src: str) -> Any:
+    """The message of a two-frame send, after its ipc.recv (with the flow id of the first frame)."""
+    flow, data = frames
+    obj = decode(data)
+    ipc_trace.received(obj, flow.decode() or None, src)
     tracer.flush()  # both ends on disk at once: a reader of a live trace never sees half a message
-
-
-def trace_recv(obj: Any, src: str) -> None:
-    tracer.event("ipc.recv", flow=getattr(obj, "trace_flow", None), flow_dir="recv", msg=type(obj).__name__,
-                 src=src, **_who(obj))
-    tracer.flush()
+    return obj
 
 
 def _socket(context: zmq.Context, kind: int, address: str, bind: bool) -> zmq.Socket:
@@ -72,9 +62,8 @@ class PushSender:
         self.dst = dst
 
     def send(self, obj: Any) -> None:
-        if tracer.enabled:
-            trace_send(obj, self.dst)
-        self.socket.send(encode(obj))
+        self.socket.send_multipart(_frames(ipc_trace.sent(obj, self.dst), obj))
+        tracer.flush()
 
     def close(self) -> None:
         self.socket.close()
@@ -95,12 +84,10 @@ class PullReceiver:
         out = []
         while True:
             try:
-                obj = decode(self.socket.recv(zmq.NOBLOCK))
+                frames = self.socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return out
-            if tracer.enabled:
-                trace_recv(obj, self.src)
-            out.append(obj)
+            out.append(_unframe(frames, self.src))
 
     def close(self) -> None:
         self.socket.close()
@@ -114,10 +101,7 @@ class AsyncPullReceiver:
         self.src = src
 
     async def recv(self) -> Any:
-        obj = decode(await self.socket.recv())
-        if tracer.enabled:
-            trace_recv(obj, self.src)
-        return obj
+        return _unframe(await self.socket.recv_multipart(), self.src)
 
     def close(self) -> None:
         self.socket.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from minisgl.server.protocol import GenerateReqInput
 from tracer.check import check_trace
 from tracer.reader import load_trace
 
@@ -23,10 +24,11 @@ def run(base_engine, tmp_path, waves: list[list[tuple[str, list[int], int]]], **
     try:
         for wave in waves:
             for rid, ids, n in wave:
-                engine._submit(rid, None, ids, {**PARAMS, "max_new_tokens": n}, stream=False)
-            engine._step()
-        while not all(st["done"] for st in engine._states.values()):
-            engine._step()
+                params = {**PARAMS, "max_new_tokens": n}
+                engine.submit(GenerateReqInput(rid=rid, input_ids=ids, sampling_params=params))
+            engine.step()
+        while engine.tokenizer_manager.rid_to_state:  # a request leaves it when it finishes
+            engine.step()
     finally:
         engine.shutdown()
     trace = load_trace(tmp_path)

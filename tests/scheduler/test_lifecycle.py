@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from minisgl.scheduler.io_struct import TokenizedGenerateReqInput
+from minisgl.server.protocol import GenerateReqInput
 from tracer.reader import load_trace
 
 from .conftest import assert_no_leak, chat
@@ -54,17 +55,17 @@ def test_abort_mid_decode_frees_everything(engine):
 
 def test_abort_while_waiting(engine):
     small = engine.fork(max_running_requests=1)
-    engine_rids = ["a", "b"]
-    for rid, q in zip(engine_rids, ["Tell me a story.", "Count to five."]):
-        params = {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}
-        small._submit(rid, None, small.tokenizer.encode(q), params, stream=False)
-    small._step()  # "a" is admitted, "b" waits (one running request at most)
+    params = {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}
+    states = {rid: small.submit(GenerateReqInput(rid=rid, input_ids=small.tokenizer.encode(q),
+                                                 sampling_params=params))
+              for rid, q in [("a", "Tell me a story."), ("b", "Count to five.")]}
+    small.step()  # "a" is admitted, "b" waits (one running request at most)
     assert [r.rid for r in small.scheduler.waiting_queue] == ["b"]
     small.abort("b")
-    while not all(small._states[r]["done"] for r in engine_rids):
-        small._step()
-    assert small._states["b"]["finish_reason"]["type"] == "abort"
-    assert small._states["a"]["finish_reason"]["type"] == "length"
+    while not all(state.finished for state in states.values()):
+        small.step()
+    assert states["b"].meta_info["finish_reason"]["type"] == "abort"
+    assert states["a"].meta_info["finish_reason"]["type"] == "length"
     assert_no_leak(small)
 
 

@@ -7,18 +7,15 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from minisgl.server.protocol import (
+from minisgl.server.errors import ErrorResponse, format_validation_error
+from minisgl.server.protocol import GenerateReqInput, UsageInfo, to_sampling_params_dict
+from minisgl.server.protocol_chat import (
     ChatCompletionRequest,
     ChatCompletionResponse,
     ChatCompletionResponseChoice,
     ChatMessage,
-    CompletionRequest,
-    ErrorResponse,
-    GenerateReqInput,
-    UsageInfo,
-    format_validation_error,
-    to_sampling_params_dict,
 )
+from minisgl.server.protocol_completion import CompletionRequest
 
 USER = [{"role": "user", "content": "hi"}]
 
