@@ -6,7 +6,6 @@ import time
 from typing import TYPE_CHECKING
 
 from minisgl.scheduler.io_struct import BatchTokenIDOutput
-from tracer.api import tracer
 
 if TYPE_CHECKING:
     from minisgl.scheduler.req import Req

@@ -119,12 +119,8 @@ class Scheduler(SchedulerOutputProcessorMixin):
 
     # ---- arrivals ---------------------------------------------------------------------------------
     def handle_generate_request(self, recv_req: TokenizedGenerateReqInput) -> None:
-        try:
-            params = SamplingParams.from_dict(recv_req.sampling_params)
-            params.verify()
-            params.normalize()
-        except ValueError as e:
-            return self._refuse(recv_req, str(e))
+        params = SamplingParams.from_dict(recv_req.sampling_params)  # verified once, by the TokenizerManager
+        params.normalize()
         n = len(recv_req.input_ids)
         if recv_req.rid in self.rid_to_req:
             return self._refuse(recv_req, f"duplicate request id {recv_req.rid!r}: a request with it is running")
