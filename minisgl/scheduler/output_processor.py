@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from minisgl.scheduler.io_struct import BatchTokenIDOutput
@@ -47,8 +46,6 @@ class SchedulerOutputProcessorMixin:
     def _append_token(self, req: Req, next_id: int, logprob: float) -> None:
         req.output_ids.append(next_id)
         req.output_logprobs.append(logprob)
-        if req.time_first_token is None:
-            req.time_first_token = time.perf_counter()
         req.check_finished(self.tokenizer)
         self.trace_collector.output_appended(req)
 

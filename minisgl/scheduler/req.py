@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from minisgl.sampling.sampling_params import SamplingParams
@@ -43,9 +41,6 @@ class Req:
         self.is_chunked = 0  # > 0 while the prompt is being prefilled in chunks
         self.cached_tokens = 0  # prompt tokens served from the radix cache (reported in usage)
         self.send_token_offset = 0  # output tokens already sent to the detokenizer
-
-        self.time_created = time.perf_counter()
-        self.time_first_token: float | None = None
 
     # ---- admission --------------------------------------------------------------------------------
     def init_next_round_input(self, tree_cache=None) -> None:
