@@ -72,18 +72,24 @@ def test_runner_modes(bundled_source, model_config, runner_fp32):
 
 @needs_compiler
 @pytest.mark.slow
-def test_a_shared_model_follows_the_runner_that_runs_it(bundled_source, model_config, runner_fp32,
-                                                        chat_prompt_ids):
+def test_a_runner_sharing_weights_keeps_its_own_kernel_choice(bundled_source, model_config, runner_fp32,
+                                                              chat_prompt_ids):
+    """The choice is made once per runner: a second runner over the same weights gets its own module
+    objects (the tensors themselves are not copied), so running one never switches the other."""
     from minisgl.model_executor.static_generate import greedy_generate
 
     off = ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", max_total_tokens=512,
                                                                max_running_requests=4, cpu_kernels="off"),
                       model=runner_fp32.model)
-    norms = [m for m in runner_fp32.model.modules() if isinstance(m, RMSNorm)]
+    fast_params, off_params = dict(runner_fp32.model.named_parameters()), dict(off.model.named_parameters())
+    assert fast_params.keys() == off_params.keys()
+    assert all(off_params[name] is p for name, p in fast_params.items())
+    fast_norms = [m for m in runner_fp32.model.modules() if isinstance(m, RMSNorm)]
+    off_norms = [m for m in off.model.modules() if isinstance(m, RMSNorm)]
+    want = greedy_generate(off, [chat_prompt_ids[0]], 4)
+    assert greedy_generate(runner_fp32, [chat_prompt_ids[0]], 4) == want
     greedy_generate(off, [chat_prompt_ids[0]], 2)
-    assert not any(m.use_kernel for m in norms)
-    greedy_generate(runner_fp32, [chat_prompt_ids[0]], 2)
-    assert all(m.use_kernel for m in norms)
+    assert all(m.use_kernel for m in fast_norms) and not any(m.use_kernel for m in off_norms)
 
 
 def test_bad_flag_value_is_refused():
