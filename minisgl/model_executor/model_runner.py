@@ -15,7 +15,9 @@ import torch
 
 from minisgl import kernels
 from minisgl.configs.model_config import ModelConfig
+from minisgl.layers.attention.base_attn_backend import AttentionBackend
 from minisgl.layers.attention.cpu_paged_backend import CpuPagedAttnBackend
+from minisgl.layers.attention.hybrid_attn_backend import HybridAttnBackend
 from minisgl.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from minisgl.layers.custom_op import CustomOp
 from minisgl.mem_cache.memory_pool import ReqToTokenPool, TokenToKVPool
@@ -63,8 +65,8 @@ class ModelRunner:
         self._init_memory_pool()
         self.use_cpu_kernels = self._want_cpu_kernels()
         set_kernel_layers(self.model, self.use_cpu_kernels)
-        self.attn_backend = CpuPagedAttnBackend() if self.use_cpu_kernels else TorchNativeAttnBackend()
-        logger.info("attention backend: %s", type(self.attn_backend).__name__)
+        self.attn_backend = create_attn_backend(self.use_cpu_kernels)
+        logger.info("attention backend: %r", self.attn_backend)
 
     def _want_cpu_kernels(self) -> bool:
         """--cpu-kernels: auto uses them where they build and fit (cpu, float32 or bfloat16); on insists."""
@@ -126,6 +128,13 @@ def set_kernel_layers(model: torch.nn.Module, on: bool) -> None:
     for module in model.modules():
         if isinstance(module, CustomOp):
             module.use_kernel = on
+
+
+def create_attn_backend(use_cpu_kernels: bool) -> AttentionBackend:
+    """Torch's SDPA for every round; with the CPU kernels, decode rounds read the pool in place instead."""
+    if not use_cpu_kernels:
+        return TorchNativeAttnBackend()
+    return HybridAttnBackend(prefill_backend=TorchNativeAttnBackend(), decode_backend=CpuPagedAttnBackend())
 
 
 def share_modules(model: torch.nn.Module) -> torch.nn.Module:

@@ -11,6 +11,7 @@ import pytest
 
 from minisgl.kernels import build
 from minisgl.layers.attention.cpu_paged_backend import CpuPagedAttnBackend
+from minisgl.layers.attention.hybrid_attn_backend import HybridAttnBackend
 from minisgl.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from minisgl.layers.layernorm import RMSNorm
 from minisgl.model_executor.model_runner import ModelRunner
@@ -59,7 +60,10 @@ def test_without_a_compiler_auto_falls_back_to_torch(tmp_path: Path):
 @needs_compiler
 @pytest.mark.slow
 def test_runner_modes(bundled_source, model_config, runner_fp32):
-    assert runner_fp32.use_cpu_kernels and isinstance(runner_fp32.attn_backend, CpuPagedAttnBackend)
+    backend = runner_fp32.attn_backend
+    assert runner_fp32.use_cpu_kernels and isinstance(backend, HybridAttnBackend)
+    assert type(backend.decode_backend) is CpuPagedAttnBackend
+    assert type(backend.prefill_backend) is TorchNativeAttnBackend
     off = ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", max_total_tokens=64,
                                                                max_running_requests=2, cpu_kernels="off"),
                       model=runner_fp32.model)
