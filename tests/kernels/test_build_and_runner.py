@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,13 +39,29 @@ def test_no_compiler_is_one_clear_line(tmp_path: Path, monkeypatch):
 
 @needs_compiler
 def test_a_compile_error_names_the_compiler_and_its_first_line(tmp_path: Path, monkeypatch):
-    broken = tmp_path / "broken.cpp"
-    broken.write_text("this is not C++;\n")
-    monkeypatch.setattr(build, "SOURCE", broken)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "broken.cpp").write_text("this is not C++;\n")
+    monkeypatch.setattr(build, "SOURCE_DIR", tmp_path / "src")
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     with pytest.raises(build.KernelBuildError, match="failed to compile .*broken.cpp"):
         build.library_path()
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # the failed output is removed
+
+
+def test_the_cache_key_covers_every_source_and_header(tmp_path: Path, monkeypatch):
+    """The kernels are several files built together: an edit to any of them, the shared header
+    included, or a new file, must give a new library name (else a stale build would be loaded)."""
+    src = tmp_path / "src"
+    shutil.copytree(build.SOURCE_DIR, src, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(build, "SOURCE_DIR", src)
+    assert [p.name for p in build.sources()] == sorted(p.name for p in src.glob("*.cpp")) and build.sources()
+    seen = {build.source_hash()}
+    for name in sorted(p.name for p in src.iterdir()):
+        (src / name).write_text((src / name).read_text() + "\n")
+        seen.add(build.source_hash())
+    (src / "extra.cpp").write_text("")
+    seen.add(build.source_hash())
+    assert len(seen) == len(list(src.iterdir())) + 1
 
 
 def test_without_a_compiler_auto_falls_back_to_torch(tmp_path: Path):
