@@ -33,7 +33,6 @@ class ModelConfig:
     qk_norm: bool = False
     rope_scaling: dict[str, Any] | None = None
     eos_token_ids: list[int] = field(default_factory=list)
-    torch_dtype: str | None = None
 
     @property
     def context_len(self) -> int:
@@ -109,7 +108,6 @@ class ModelConfig:
             qk_norm=arch == "Qwen3ForCausalLM",
             rope_scaling=rope_scaling,
             eos_token_ids=_hf_eos_ids(folder, cfg),
-            torch_dtype=cfg.get("torch_dtype") or cfg.get("dtype"),
         )
 
 

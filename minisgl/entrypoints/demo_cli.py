@@ -26,7 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("question", nargs="?", default="What is the capital of China?", help="the user message")
     p.add_argument("--max-tokens", type=int, default=64, help="most tokens in the answer (default 64)")
-    p.add_argument("--trace-dir", default=None, help="trace folder (default: ./minisgl-trace-YYYYmmdd-HHMMSS)")
+    # the one spelling every command uses (as `minisgl serve --trace [DIR]`); the demo always traces
+    p.add_argument("--trace", dest="trace_dir", nargs="?", const=None, default=None, metavar="DIR",
+                   help="write the trace to DIR (default: ./minisgl-trace-YYYYmmdd-HHMMSS)")
+    p.add_argument("--trace-dir", dest="trace_dir", help=argparse.SUPPRESS)  # its older spelling
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait for the server to be ready")
     p.add_argument("--no-replay", action="store_true",
                    help="do not open the replay at the end, only print the command that opens it (the default "

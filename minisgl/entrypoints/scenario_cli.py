@@ -28,8 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--trace",
         dest="trace_dir",
+        nargs="?",
+        const=None,
         default=None,
-        help="trace folder (default: ./minisgl-scenario-NAME-YYYYmmdd-HHMMSS)",
+        metavar="DIR",
+        help="write the trace to DIR (default: ./minisgl-scenario-NAME-YYYYmmdd-HHMMSS)",
     )
     r.add_argument(
         "--replay", action="store_true", help="open the replay app on the trace when the run is done"

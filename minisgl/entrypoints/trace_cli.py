@@ -35,7 +35,7 @@ EXPORT_FORMATS: dict[str, ExportFormat] = {
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trace", help="read a trace folder: show it, check it, export it",
-                       description="Read a trace folder (written with trace_dir / --trace-dir) without "
+                       description="Read a trace folder (written with `--trace [DIR]` or Engine(trace_dir=...)) without "
                                    "running the engine.")
     tsub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: _usage(p))

@@ -1,4 +1,4 @@
-"""The engine's CPU kernels (cpu_kernels.cpp), called with torch tensors.
+"""The engine's CPU kernels (csrc/*.cpp, one file per concern), called with torch tensors.
 
 On a CPU a batch-1 decode step runs hundreds of tiny torch ops (an RMSNorm alone is seven of them), and a
 batch-64 decode spent over a third of its time copying each request's K and V out of the paged pool into

@@ -1,9 +1,12 @@
-"""Compile cpu_kernels.cpp once per machine and keep the library in a cache folder.
+"""Compile the kernels in csrc/ once per machine and keep the library in a cache folder.
 
-The build takes about a second with g++ (no torch headers: the kernels see raw pointers). The file name
-carries a hash of the source, the compiler's version, the flags and this CPU's feature flags, so an edit,
-a new compiler or another machine gets its own build. Several processes may build at once: each writes
-its own temporary file and renames it into place.
+The kernels live one concern to a file (norm.cpp, rotary.cpp, activation.cpp, attention.cpp,
+sampling.cpp, and common.h, which they all include) and are built together into one library, in a
+second or two with g++ (no torch headers: the kernels see raw pointers). The library's name carries a
+hash of every file in csrc/ (names and contents, headers included), the compiler's version, the flags
+and this CPU's feature flags, so an edit to any of them, a new compiler or another machine gets its
+own build. Several processes may build at once: each writes its own temporary file and renames it into
+place.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("cpu_kernels.cpp")
+SOURCE_DIR = Path(__file__).with_name("csrc")
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-std=c++17", "-shared", "-fPIC"]
 CACHE_ENV = "MINISGL_KERNEL_CACHE"
 
@@ -53,6 +56,19 @@ def _compiler() -> str:
     return cxx
 
 
+def sources() -> list[Path]:
+    """The files compiled (every .cpp of SOURCE_DIR), in a fixed order."""
+    return sorted(SOURCE_DIR.glob("*.cpp"))
+
+
+def source_hash() -> str:
+    """A hash of every source and header in SOURCE_DIR, by name and content: a changed header changes it."""
+    key = hashlib.sha256()
+    for path in sorted(p for p in SOURCE_DIR.iterdir() if p.suffix in (".cpp", ".h")):
+        key.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return key.hexdigest()
+
+
 def library_path() -> Path:
     """Where the build for this source, compiler and CPU lives (built there if missing)."""
     cxx = _compiler()
@@ -61,7 +77,7 @@ def library_path() -> Path:
     except (OSError, subprocess.SubprocessError) as e:
         raise KernelBuildError(f"cannot run the C++ compiler {cxx}: {e}") from None
     key = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), version.encode(), " ".join(FLAGS).encode(), platform.machine().encode(),
+    for part in (source_hash().encode(), version.encode(), " ".join(FLAGS).encode(), platform.machine().encode(),
                  _cpu_flags().encode()):
         key.update(part)
     folder = cache_dir()
@@ -80,7 +96,8 @@ def _compile(cxx: str, folder: Path, path: Path) -> None:
     os.close(fd)
     try:
         logger.info("building the CPU kernels with %s into %s", cxx, folder)
-        done = subprocess.run([cxx, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=300)
+        files = [str(p) for p in sources()]
+        done = subprocess.run([cxx, *FLAGS, *files, "-o", tmp], capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             first = (done.stderr.strip().splitlines() or ["no output"])[0]
             raise KernelBuildError(f"the CPU kernels failed to compile ({cxx}): {first}")

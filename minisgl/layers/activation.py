@@ -1,17 +1,16 @@
-"""SwiGLU's gate: silu(gate) * up, from one fused gate_up projection (one CPU kernel with `use_kernel`)."""
+"""SwiGLU's gate: silu(gate) * up, from one fused gate_up projection (one CPU kernel in `forward_cpu`)."""
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from minisgl import kernels
+from minisgl.layers.custom_op import CustomOp
 
 
-class SiluAndMul(nn.Module):
-    use_kernel = False
-
-    def forward(self, gate_up: torch.Tensor) -> torch.Tensor:
-        if self.use_kernel:
-            return kernels.silu_and_mul(gate_up)
+class SiluAndMul(CustomOp):
+    def forward_native(self, gate_up: torch.Tensor) -> torch.Tensor:
         gate, up = gate_up.chunk(2, dim=-1)
         return F.silu(gate) * up
+
+    def forward_cpu(self, gate_up: torch.Tensor) -> torch.Tensor:
+        return kernels.silu_and_mul(gate_up)

@@ -5,7 +5,8 @@ kernel, giving bit for bit what the three-step formula gives in float32.
 
 Called with a residual, it first adds the layer's output into the residual stream and normalises the
 sum, returning both (SGLang's fused_add_rmsnorm): the decoder layers pass the residual along this way.
-With `use_kernel` set (by the model runner, see minisgl/kernels) one CPU kernel does all of it.
+`forward_cpu` does all of it in one CPU kernel (see minisgl/kernels); which path runs is chosen once,
+by the model runner (see custom_op.py).
 """
 
 from __future__ import annotations
@@ -15,19 +16,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from minisgl import kernels
+from minisgl.layers.custom_op import CustomOp
 
 
-class RMSNorm(nn.Module):
-    use_kernel = False
-
+class RMSNorm(CustomOp):
     def __init__(self, hidden_size: int, eps: float = 1e-6):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(hidden_size))
         self.variance_epsilon = eps
 
-    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
-        if self.use_kernel:
-            return self.forward_kernel(x, residual)
+    def forward_native(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         if residual is None:
             return self._norm(x)
         residual = x + residual
@@ -37,7 +35,7 @@ class RMSNorm(nn.Module):
         normed = F.rms_norm(x.float(), (x.shape[-1],), eps=self.variance_epsilon)
         return self.weight * normed.to(x.dtype)
 
-    def forward_kernel(self, x: torch.Tensor, residual: torch.Tensor | None):
+    def forward_cpu(self, x: torch.Tensor, residual: torch.Tensor | None = None):
         if residual is None:
             return kernels.rms_norm(x, self.weight, self.variance_epsilon)
         x = x.contiguous()

@@ -55,18 +55,34 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
 
 
 class Linear(nn.Linear):
-    """nn.Linear, plus an optional packed copy of the weight used by forward once `pack()` made it."""
+    """nn.Linear, plus an optional packed copy of the weight. Which product `forward` runs is decided
+    when `packed_weight` is set (by `pack()`, once, at load), not on every call."""
 
-    packed_weight: torch.Tensor | None = None
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.packed_weight = None
+
+    @property
+    def packed_weight(self) -> torch.Tensor | None:
+        return self._packed_weight
+
+    @packed_weight.setter
+    def packed_weight(self, packed: torch.Tensor | None) -> None:
+        self._packed_weight = packed
+        self._forward_method = self.forward_native if packed is None else self.forward_packed
 
     def pack(self) -> bool:
         self.packed_weight = pack_weight(self.weight)
         return self.packed_weight is not None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.packed_weight is None:
-            return F.linear(x, self.weight, self.bias)
-        return packed_linear(x, self.packed_weight, self.bias)
+        return self._forward_method(x)
+
+    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def forward_packed(self, x: torch.Tensor) -> torch.Tensor:
+        return packed_linear(x, self._packed_weight, self.bias)
 
 
 def pack_linear_weights(model: nn.Module) -> int:

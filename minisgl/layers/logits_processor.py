@@ -7,6 +7,7 @@ input rows of R1 and R2 give two logit rows.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from minisgl.layers.linear import pack_weight, packed_linear
@@ -16,7 +17,17 @@ from minisgl.model_executor.forward_batch_info import ForwardBatch
 class LogitsProcessor(nn.Module):
     def __init__(self):
         super().__init__()
-        self.packed_lm_head: torch.Tensor | None = None  # lm_head's weight packed for oneDNN, if it was
+        self.packed_lm_head = None  # lm_head's weight packed for oneDNN, if pack() could
+
+    @property
+    def packed_lm_head(self) -> torch.Tensor | None:
+        return self._packed_lm_head
+
+    @packed_lm_head.setter
+    def packed_lm_head(self, packed: torch.Tensor | None) -> None:
+        """Setting it chooses the product once: oneDNN's with the packed copy, or F.linear."""
+        self._packed_lm_head = packed
+        self._project = self._project_native if packed is None else self._project_packed
 
     def pack(self, lm_head_weight: torch.Tensor) -> bool:
         """A packed copy of its own: a tied lm_head shares its weight with the embedding, not its layout."""
@@ -26,6 +37,10 @@ class LogitsProcessor(nn.Module):
     def forward(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
         if forward_batch.forward_mode.is_extend():
             hidden_states = hidden_states[forward_batch.last_row_indices()]
-        if self.packed_lm_head is not None:
-            return packed_linear(hidden_states, self.packed_lm_head, None).float()
-        return torch.nn.functional.linear(hidden_states, lm_head_weight).float()
+        return self._project(hidden_states, lm_head_weight).float()
+
+    def _project_native(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden_states, lm_head_weight)
+
+    def _project_packed(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
+        return packed_linear(hidden_states, self._packed_lm_head, None)

@@ -6,9 +6,9 @@ import math
 from typing import Any, NamedTuple
 
 import torch
-from torch import nn
 
 from minisgl import kernels
+from minisgl.layers.custom_op import CustomOp
 
 
 def _inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> torch.Tensor:
@@ -32,16 +32,33 @@ def _inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> to
 
 
 class RopeAngles(NamedTuple):
-    """What every layer needs to rotate this round's rows: cos and sin per row ([T, 1, D], in the model's
-    dtype) for the torch code, or the positions and the float32 tables for the in-place CPU kernel."""
+    """This round's rotation for the torch code: cos and sin of each row's angles, [T, 1, D], in the
+    model's dtype."""
 
     cos: torch.Tensor
     sin: torch.Tensor
-    positions: torch.Tensor | None = None  # set: cos/sin are whole tables, indexed by the kernel
+
+    def apply(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = self.cos, self.sin
+        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
 
-class RotaryEmbedding(nn.Module):
-    use_kernel = False
+class RopeTables(NamedTuple):
+    """This round's rotation for the CPU kernel: the rows' positions and the whole float32 tables, which
+    the kernel indexes itself while it rotates q and k in place."""
+
+    positions: torch.Tensor
+    cos_cache: torch.Tensor
+    sin_cache: torch.Tensor
+
+    def apply(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        kernels.rotary_embedding(self.positions, q, k, self.cos_cache, self.sin_cache)  # in place
+        return q, k
+
+
+class RotaryEmbedding(CustomOp):
+    """Looks up this round's angles once per forward; every layer then applies them to its q and k. The
+    kind of angles it returns (RopeAngles or RopeTables) follows the path chosen at load."""
 
     def __init__(self, head_dim: int, max_position: int, theta: float, scaling: dict | None = None):
         super().__init__()
@@ -52,9 +69,12 @@ class RotaryEmbedding(nn.Module):
 
     def build_cache(self) -> None:
         """cos/sin of every position (called again after a meta-device init). Buffers, so they follow the
-        model's dtype and device; the kernel keeps its own float32 copy, made at first use."""
+        model's dtype and device; the kernel keeps its own float32 copy (see on_dispatch)."""
         self.cos_cache, self.sin_cache = self._tables()
-        self._kernel_tables: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.on_dispatch()
+
+    def on_dispatch(self) -> None:
+        self._kernel_tables = self._tables() if self.use_kernel else None
 
     def _tables(self) -> tuple[torch.Tensor, torch.Tensor]:
         with torch.device("cpu"):
@@ -63,23 +83,17 @@ class RotaryEmbedding(nn.Module):
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos(), emb.sin()
 
-    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> RopeAngles:
-        """The angles of this round's rows: looked up once per forward, used by every layer."""
-        if self.use_kernel:
-            if self._kernel_tables is None:
-                self._kernel_tables = self._tables()
-            return RopeAngles(*self._kernel_tables, positions.contiguous())
+    def forward_native(self, positions: torch.Tensor, dtype: torch.dtype) -> RopeAngles:
         return RopeAngles(self.cos_cache[positions].to(dtype).unsqueeze(1),
                           self.sin_cache[positions].to(dtype).unsqueeze(1))
 
+    def forward_cpu(self, positions: torch.Tensor, dtype: torch.dtype) -> RopeTables:
+        return RopeTables(positions.contiguous(), *self._kernel_tables)
 
-def apply_rotary_emb(q: torch.Tensor, k: torch.Tensor, angles: RopeAngles):
+
+def apply_rotary_emb(q: torch.Tensor, k: torch.Tensor, angles: RopeAngles | RopeTables):
     """q: [T, heads, D], k: [T, kv_heads, D]. Rotate each row by the angle of its logical position."""
-    if angles.positions is not None:
-        kernels.rotary_embedding(angles.positions, q, k, angles.cos, angles.sin)  # in place
-        return q, k
-    cos, sin = angles.cos, angles.sin
-    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+    return angles.apply(q, k)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 
 import torch
-from torch import nn
 
 from minisgl import kernels
+from minisgl.layers.custom_op import CustomOp
 from minisgl.sampling.sampling_params import SamplingParams
 
 _MIN_TEMPERATURE = 1e-5
@@ -19,34 +19,25 @@ def _step_seed(seed: int, step: int) -> int:
     return int.from_bytes(digest, "little")
 
 
-class Sampler(nn.Module):
+class Sampler(CustomOp):
     """Greedy rows share one batched argmax; the rest go temperature -> top-k -> top-p -> min-p -> draw.
-    With `use_kernel` (set by the worker when the model runs the CPU kernels) an all-greedy batch is one
-    kernel call: argmax and log-probability in one pass over each row."""
-
-    use_kernel = False
+    With `use_kernel` (set by the worker when the model runs the CPU kernels, see custom_op.py) an
+    all-greedy batch is one kernel call: argmax and log-probability in one pass over each row."""
 
     def __init__(self, random_seed: int = 0):
         super().__init__()
         self.random_seed = random_seed
         self._generators: dict[torch.device, torch.Generator] = {}
 
-    def forward(
+    def forward_native(
         self,
         logits: torch.Tensor,
         sampling_params: list[SamplingParams],
         output_lens: list[int],
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (next_token_ids int64 [B], logprobs float32 [B] of those ids under the raw logits)."""
-        batch_size = logits.shape[0]
-        if len(sampling_params) != batch_size or len(output_lens) != batch_size:
-            raise ValueError(
-                f"batch mismatch: logits has {batch_size} rows, got {len(sampling_params)} sampling_params "
-                f"and {len(output_lens)} output_lens"
-            )
+        _check_batch(logits, sampling_params, output_lens)
         logits = logits.float()
-        if self.use_kernel and logits.device.type == "cpu" and all(p.is_greedy for p in sampling_params):
-            return kernels.greedy_sample(logits)
         # max(dim).indices is argmax (first index on ties) but about 2.5x faster on the CPU
         next_token_ids = logits.max(dim=-1).indices
         rows = [i for i, p in enumerate(sampling_params) if not p.is_greedy]
@@ -58,6 +49,18 @@ class Sampler(nn.Module):
         chosen = logits.gather(1, next_token_ids.unsqueeze(1)).squeeze(1)
         logprobs = chosen - torch.logsumexp(logits, dim=-1)
         return next_token_ids, logprobs
+
+    def forward_cpu(
+        self,
+        logits: torch.Tensor,
+        sampling_params: list[SamplingParams],
+        output_lens: list[int],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kernel for an all-greedy batch (a property of this batch, so asked each time); else torch."""
+        if not all(p.is_greedy for p in sampling_params):
+            return self.forward_native(logits, sampling_params, output_lens)
+        _check_batch(logits, sampling_params, output_lens)
+        return kernels.greedy_sample(logits.float())
 
     def _sample(
         self, logits: torch.Tensor, params: list[SamplingParams], output_lens: list[int]
@@ -100,6 +103,15 @@ class Sampler(nn.Module):
             gen = torch.Generator(device=device).manual_seed(self.random_seed)
             self._generators[device] = gen
         return gen
+
+
+def _check_batch(logits: torch.Tensor, sampling_params: list[SamplingParams], output_lens: list[int]) -> None:
+    batch_size = logits.shape[0]
+    if len(sampling_params) != batch_size or len(output_lens) != batch_size:
+        raise ValueError(
+            f"batch mismatch: logits has {batch_size} rows, got {len(sampling_params)} sampling_params "
+            f"and {len(output_lens)} output_lens"
+        )
 
 
 def _filtered_probs(

@@ -30,12 +30,6 @@ class ForwardMode(IntEnum):
     def is_decode(self) -> bool:
         return self == ForwardMode.DECODE
 
-    def is_mixed(self) -> bool:
-        return self == ForwardMode.MIXED
-
-    def is_idle(self) -> bool:
-        return self == ForwardMode.IDLE
-
 
 def compute_positions(
     forward_mode: ForwardMode, seq_lens: list[int], extend_prefix_lens: list[int] | None = None

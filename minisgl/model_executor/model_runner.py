@@ -1,7 +1,14 @@
-"""ModelRunner: owns the model, the two memory pools and the attention backend; runs one ForwardBatch."""
+"""ModelRunner: owns the model, the two memory pools and the attention backend; runs one ForwardBatch.
+
+Everything that depends on the machine is decided here, once, when the runner is built: whether the
+CPU kernels run (each layer's `forward_cpu` or `forward_native`, see layers/custom_op.py) and which
+attention backend reads the KV cache. A forward pass then only runs what was chosen.
+"""
 
 from __future__ import annotations
 
+import copy
+import inspect
 import logging
 import os
 
@@ -9,8 +16,11 @@ import torch
 
 from minisgl import kernels
 from minisgl.configs.model_config import ModelConfig
+from minisgl.layers.attention.base_attn_backend import AttentionBackend
 from minisgl.layers.attention.cpu_paged_backend import CpuPagedAttnBackend
+from minisgl.layers.attention.hybrid_attn_backend import HybridAttnBackend
 from minisgl.layers.attention.torch_native_backend import TorchNativeAttnBackend
+from minisgl.layers.custom_op import CustomOp
 from minisgl.mem_cache.memory_pool import ReqToTokenPool, TokenToKVPool
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 from minisgl.model_loader.loader import ModelSource, iter_weights
@@ -44,19 +54,20 @@ def resolve_device(name: str) -> torch.device:
 class ModelRunner:
     def __init__(self, model_config: ModelConfig, source: ModelSource, server_args: ServerArgs,
                  model: torch.nn.Module | None = None):
-        """`model`: weights already loaded by another runner (same dtype and device) to share."""
+        """`model`: weights already loaded by another runner (same dtype and device) to share. This runner
+        runs them through its own module objects (see share_modules), so its kernel choice is its own."""
         self.model_config = model_config
         self.server_args = server_args
         self.source = source
         self.device = resolve_device(server_args.device)
         self.dtype = resolve_dtype(server_args.dtype, server_args.device)
         self.context_len = server_args.context_length or model_config.context_len
-        self.model = model if model is not None else self._load_model(source)
+        self.model = share_modules(model) if model is not None else self._load_model(source)
         self._init_memory_pool()
         self.use_cpu_kernels = self._want_cpu_kernels()
         set_kernel_layers(self.model, self.use_cpu_kernels)
-        self.attn_backend = CpuPagedAttnBackend() if self.use_cpu_kernels else TorchNativeAttnBackend()
-        logger.info("attention backend: %s", type(self.attn_backend).__name__)
+        self.attn_backend = create_attn_backend(self.use_cpu_kernels)
+        logger.info("attention backend: %r", self.attn_backend)
 
     def _want_cpu_kernels(self) -> bool:
         """--cpu-kernels: auto uses them where they build and fit (cpu, float32 or bfloat16); on insists."""
@@ -102,8 +113,6 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, forward_batch: ForwardBatch) -> torch.Tensor:
         """Returns float32 logits: one row per request (its last row in EXTEND/MIXED)."""
-        if getattr(self.model, "kernel_layers", None) != self.use_cpu_kernels:  # a model shared by two runners
-            set_kernel_layers(self.model, self.use_cpu_kernels)
         forward_batch.attn_backend = self.attn_backend
         self.attn_backend.init_forward_metadata(forward_batch)
         return self.model(
@@ -118,9 +127,28 @@ class ModelRunner:
 def set_kernel_layers(model: torch.nn.Module, on: bool) -> None:
     """Point every layer that has a CPU kernel (RMSNorm, SiluAndMul, RotaryEmbedding) at it, or back at torch."""
     for module in model.modules():
-        if hasattr(type(module), "use_kernel"):
+        if isinstance(module, CustomOp):
             module.use_kernel = on
-    model.kernel_layers = on
+
+
+def create_attn_backend(use_cpu_kernels: bool) -> AttentionBackend:
+    """Torch's SDPA for every round; with the CPU kernels, decode rounds read the pool in place instead."""
+    if not use_cpu_kernels:
+        return TorchNativeAttnBackend()
+    return HybridAttnBackend(prefill_backend=TorchNativeAttnBackend(), decode_backend=CpuPagedAttnBackend())
+
+
+def share_modules(model: torch.nn.Module) -> torch.nn.Module:
+    """A new tree of module objects over the same parameters, buffers and packed weights (no tensor is
+    copied). Two runners may share one model's weights and still each choose their own kernels once."""
+    view = copy.copy(model)  # a new object whose attributes are the old one's: tensors shared
+    view._parameters = dict(model._parameters)
+    view._buffers = dict(model._buffers)
+    view._modules = {name: share_modules(child) for name, child in model._modules.items()}
+    for name, value in vars(model).items():  # a path chosen once (CustomOp, Linear) is a bound method
+        if inspect.ismethod(value) and value.__self__ is model:
+            setattr(view, name, value.__func__.__get__(view))
+    return view
 
 
 def _available_memory_bytes(device: torch.device) -> int:

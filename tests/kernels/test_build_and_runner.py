@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from minisgl.kernels import build
 from minisgl.layers.attention.cpu_paged_backend import CpuPagedAttnBackend
+from minisgl.layers.attention.hybrid_attn_backend import HybridAttnBackend
 from minisgl.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from minisgl.layers.layernorm import RMSNorm
 from minisgl.model_executor.model_runner import ModelRunner
@@ -37,13 +39,29 @@ def test_no_compiler_is_one_clear_line(tmp_path: Path, monkeypatch):
 
 @needs_compiler
 def test_a_compile_error_names_the_compiler_and_its_first_line(tmp_path: Path, monkeypatch):
-    broken = tmp_path / "broken.cpp"
-    broken.write_text("this is not C++;\n")
-    monkeypatch.setattr(build, "SOURCE", broken)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "broken.cpp").write_text("this is not C++;\n")
+    monkeypatch.setattr(build, "SOURCE_DIR", tmp_path / "src")
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     with pytest.raises(build.KernelBuildError, match="failed to compile .*broken.cpp"):
         build.library_path()
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # the failed output is removed
+
+
+def test_the_cache_key_covers_every_source_and_header(tmp_path: Path, monkeypatch):
+    """The kernels are several files built together: an edit to any of them, the shared header
+    included, or a new file, must give a new library name (else a stale build would be loaded)."""
+    src = tmp_path / "src"
+    shutil.copytree(build.SOURCE_DIR, src, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(build, "SOURCE_DIR", src)
+    assert [p.name for p in build.sources()] == sorted(p.name for p in src.glob("*.cpp")) and build.sources()
+    seen = {build.source_hash()}
+    for name in sorted(p.name for p in src.iterdir()):
+        (src / name).write_text((src / name).read_text() + "\n")
+        seen.add(build.source_hash())
+    (src / "extra.cpp").write_text("")
+    seen.add(build.source_hash())
+    assert len(seen) == len(list(src.iterdir())) + 1
 
 
 def test_without_a_compiler_auto_falls_back_to_torch(tmp_path: Path):
@@ -59,7 +77,10 @@ def test_without_a_compiler_auto_falls_back_to_torch(tmp_path: Path):
 @needs_compiler
 @pytest.mark.slow
 def test_runner_modes(bundled_source, model_config, runner_fp32):
-    assert runner_fp32.use_cpu_kernels and isinstance(runner_fp32.attn_backend, CpuPagedAttnBackend)
+    backend = runner_fp32.attn_backend
+    assert runner_fp32.use_cpu_kernels and isinstance(backend, HybridAttnBackend)
+    assert type(backend.decode_backend) is CpuPagedAttnBackend
+    assert type(backend.prefill_backend) is TorchNativeAttnBackend
     off = ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", max_total_tokens=64,
                                                                max_running_requests=2, cpu_kernels="off"),
                       model=runner_fp32.model)
@@ -72,18 +93,24 @@ def test_runner_modes(bundled_source, model_config, runner_fp32):
 
 @needs_compiler
 @pytest.mark.slow
-def test_a_shared_model_follows_the_runner_that_runs_it(bundled_source, model_config, runner_fp32,
-                                                        chat_prompt_ids):
+def test_a_runner_sharing_weights_keeps_its_own_kernel_choice(bundled_source, model_config, runner_fp32,
+                                                              chat_prompt_ids):
+    """The choice is made once per runner: a second runner over the same weights gets its own module
+    objects (the tensors themselves are not copied), so running one never switches the other."""
     from minisgl.model_executor.static_generate import greedy_generate
 
     off = ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", max_total_tokens=512,
                                                                max_running_requests=4, cpu_kernels="off"),
                       model=runner_fp32.model)
-    norms = [m for m in runner_fp32.model.modules() if isinstance(m, RMSNorm)]
+    fast_params, off_params = dict(runner_fp32.model.named_parameters()), dict(off.model.named_parameters())
+    assert fast_params.keys() == off_params.keys()
+    assert all(off_params[name] is p for name, p in fast_params.items())
+    fast_norms = [m for m in runner_fp32.model.modules() if isinstance(m, RMSNorm)]
+    off_norms = [m for m in off.model.modules() if isinstance(m, RMSNorm)]
+    want = greedy_generate(off, [chat_prompt_ids[0]], 4)
+    assert greedy_generate(runner_fp32, [chat_prompt_ids[0]], 4) == want
     greedy_generate(off, [chat_prompt_ids[0]], 2)
-    assert not any(m.use_kernel for m in norms)
-    greedy_generate(runner_fp32, [chat_prompt_ids[0]], 2)
-    assert all(m.use_kernel for m in norms)
+    assert all(m.use_kernel for m in fast_norms) and not any(m.use_kernel for m in off_norms)
 
 
 def test_bad_flag_value_is_refused():

@@ -1,8 +1,8 @@
 """Attention over the paged KV cache with torch's scaled_dot_product_attention.
 
-Every call first writes this round's K/V at `out_cache_loc`, then reads each request's whole history
-(cached prefix + this round) by following its req_to_token row. Nothing assumes a request's KV slots
-are contiguous.
+Each layer reads every request's whole history (cached prefix + this round, whose K/V the base class
+has just written at `out_cache_loc`) by following its req_to_token row. Nothing assumes a request's
+KV slots are contiguous. It runs both kinds of round: the path to read, and the fallback everywhere.
 """
 
 from __future__ import annotations
@@ -12,19 +12,21 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from minisgl.layers.attention.base_attn_backend import AttentionBackend
+
 if TYPE_CHECKING:
-    from minisgl.layers.radix_attention import RadixAttention
     from minisgl.model_executor.forward_batch_info import ForwardBatch
 
 
-class TorchNativeAttnBackend:
+class TorchNativeAttnBackend(AttentionBackend):
     def __init__(self):
         self._decode_kv_indices: torch.Tensor | None = None
         self._decode_mask: torch.Tensor | None = None
         self._extend_plan: list[tuple[int, int, torch.Tensor, torch.Tensor | None]] = []
 
-    def init_forward_metadata(self, fb: ForwardBatch) -> None:
+    def init_forward_metadata(self, forward_batch: ForwardBatch) -> None:
         """Work shared by all layers: which KV slots each request reads, and its mask."""
+        fb = forward_batch
         req_to_token = fb.req_to_token_pool.req_to_token
         if fb.forward_mode.is_decode():
             max_len = max(fb.seq_lens_cpu)
@@ -46,40 +48,26 @@ class TorchNativeAttnBackend:
                 mask = torch.arange(seq_len)[None, :] <= (prefix + torch.arange(n_new))[:, None]
             self._extend_plan.append((start, n_new, kv_indices, mask))
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: RadixAttention, fb: ForwardBatch):
-        """q: [T, H*D], k/v: [T, KVH*D] -> [T, H*D]."""
-        num_rows = q.shape[0]
-        q = q.view(num_rows, layer.tp_q_head_num, layer.head_dim)
-        k = k.view(num_rows, layer.tp_k_head_num, layer.head_dim)
-        v = v.view(num_rows, layer.tp_k_head_num, layer.head_dim)
-        fb.token_to_kv_pool.set_kv_buffer(layer.layer_id, fb.out_cache_loc, k, v)
-        k_buf, v_buf = fb.token_to_kv_pool.get_kv_buffer(layer.layer_id)
-        if fb.forward_mode.is_decode():
-            out = self._forward_decode(q, k_buf, v_buf, layer)
-        else:
-            out = self._forward_extend(q, k_buf, v_buf, layer)
-        return out.reshape(num_rows, layer.tp_q_head_num * layer.head_dim)
-
-    def _forward_decode(self, q, k_buf, v_buf, layer):
+    def forward_decode(self, q, k_buffer, v_buffer, layer):
         idx = self._decode_kv_indices  # [B, L]
         # one flat index_select per buffer is cheaper than advanced indexing with a 2-D index
         shape = (*idx.shape, layer.tp_k_head_num, layer.head_dim)
-        k = k_buf.index_select(0, idx.flatten()).view(shape).transpose(1, 2)  # [B, KVH, L, D]
-        v = v_buf.index_select(0, idx.flatten()).view(shape).transpose(1, 2)
+        k = k_buffer.index_select(0, idx.flatten()).view(shape).transpose(1, 2)  # [B, KVH, L, D]
+        v = v_buffer.index_select(0, idx.flatten()).view(shape).transpose(1, 2)
         # one query row per request: torch's grouped-query path is the fast one here
         out = F.scaled_dot_product_attention(
             q.unsqueeze(2), k, v, attn_mask=self._decode_mask, scale=layer.scaling, enable_gqa=True
         )  # [B, H, 1, D]
         return out.squeeze(2)
 
-    def _forward_extend(self, q, k_buf, v_buf, layer):
+    def forward_extend(self, q, k_buffer, v_buffer, layer):
         out = torch.empty_like(q)
         groups = layer.tp_q_head_num // layer.tp_k_head_num
         for start, n_new, kv_indices, mask in self._extend_plan:
             # 4-D [1, H, n, D]: with 3-D inputs torch falls back to its slow unfused path on CPU
             qi = q[start : start + n_new].transpose(0, 1).unsqueeze(0)
-            ki = _expand_kv(k_buf[kv_indices].transpose(0, 1), groups, dim=0).unsqueeze(0)  # [1, H, seq, D]
-            vi = _expand_kv(v_buf[kv_indices].transpose(0, 1), groups, dim=0).unsqueeze(0)
+            ki = _expand_kv(k_buffer[kv_indices].transpose(0, 1), groups, dim=0).unsqueeze(0)  # [1, H, seq, D]
+            vi = _expand_kv(v_buffer[kv_indices].transpose(0, 1), groups, dim=0).unsqueeze(0)
             causal = mask is None and n_new > 1
             oi = F.scaled_dot_product_attention(qi, ki, vi, attn_mask=mask, is_causal=causal, scale=layer.scaling)
             out[start : start + n_new] = oi[0].transpose(0, 1)

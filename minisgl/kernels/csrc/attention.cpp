@@ -1,0 +1,107 @@
+// Decode attention over the paged KV pool (layers/attention/cpu_paged_backend.py calls it; the torch
+// backend's forward_decode is what it replaces).
+//
+//   decode_attention    one query row per request against its history in the paged KV pool, read
+//                       in place through req_to_token: no gather, no padding
+
+#include <vector>
+
+#include "common.h"
+
+using namespace minisgl;
+
+namespace {
+
+// A request's slots are scattered over the pool (each decode round takes one new slot per request), so
+// the hardware prefetcher cannot guess the next row: ask for the row kAhead slots on while this one is used.
+constexpr int64_t kAhead = 8;
+template <typename T>
+inline void prefetch_row(const T* row, int64_t n) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t off = 0; off < n * static_cast<int64_t>(sizeof(T)); off += 64) __builtin_prefetch(p + off);
+}
+
+// One request's query row (all heads) against the K/V rows of its slots, read in the order the request
+// holds them: each slot's row (every KV head) is read once, front to back, so the memory streams.
+// Scores q.k, then each head's softmax, then the weighted sum of V. Query head h reads KV head h / group.
+// D is the head size when it is known at compile time (64, 128: the loops over it unroll into registers),
+// or 0 for any other size.
+template <typename T, int D>
+void attend(const T* q, const T* k_buffer, const T* v_buffer, T* out, const int64_t* slots, int64_t len,
+            int64_t q_heads, int64_t kv_heads, int64_t head_dim_rt, float scale, float* qf, float* row, float* acc,
+            float* scores, const int64_t* kv_of) {
+  const int64_t head_dim = D ? D : head_dim_rt, kv_row = kv_heads * head_dim;
+  for (int64_t i = 0; i < q_heads * head_dim; ++i) qf[i] = to_float(q[i]) * scale;
+  for (int64_t t = 0; t < len; ++t) {  // K row of slot t, converted once, shared by each group's heads
+    if (t + kAhead < len) prefetch_row(k_buffer + slots[t + kAhead] * kv_row, kv_row);
+    const T* kt = k_buffer + slots[t] * kv_row;
+#pragma omp simd
+    for (int64_t i = 0; i < kv_row; ++i) row[i] = to_float(kt[i]);
+    for (int64_t h = 0; h < q_heads; ++h) {
+      const float* qh = qf + h * head_dim;
+      const float* kh = row + kv_of[h];
+      float s = 0.f;
+#pragma omp simd reduction(+ : s)
+      for (int64_t d = 0; d < head_dim; ++d) s += qh[d] * kh[d];
+      scores[h * len + t] = s;
+    }
+  }
+  for (int64_t h = 0; h < q_heads; ++h) {  // softmax of each head's scores
+    float* sh = scores + h * len;
+    float top = -INFINITY, sum = 0.f;
+    for (int64_t t = 0; t < len; ++t) top = sh[t] > top ? sh[t] : top;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t t = 0; t < len; ++t) {
+      sh[t] = exp_approx(sh[t] - top);
+      sum += sh[t];
+    }
+    for (int64_t t = 0; t < len; ++t) sh[t] /= sum;
+  }
+  for (int64_t i = 0; i < q_heads * head_dim; ++i) acc[i] = 0.f;
+  for (int64_t t = 0; t < len; ++t) {
+    if (t + kAhead < len) prefetch_row(v_buffer + slots[t + kAhead] * kv_row, kv_row);
+    const T* vt = v_buffer + slots[t] * kv_row;
+#pragma omp simd
+    for (int64_t i = 0; i < kv_row; ++i) row[i] = to_float(vt[i]);
+    for (int64_t h = 0; h < q_heads; ++h) {
+      const float p = scores[h * len + t];
+      const float* vh = row + kv_of[h];
+      float* a = acc + h * head_dim;
+#pragma omp simd
+      for (int64_t d = 0; d < head_dim; ++d) a[d] += p * vh[d];
+    }
+  }
+  for (int64_t i = 0; i < q_heads * head_dim; ++i) out[i] = from_float<T>(acc[i]);
+}
+
+template <typename T>
+void decode_attention(const T* q, const T* k_buffer, const T* v_buffer, T* out, const int64_t* req_to_token,
+                      const int64_t* req_pool_indices, const int64_t* seq_lens, int64_t batch, int64_t q_heads,
+                      int64_t kv_heads, int64_t head_dim, int64_t q_row_stride, int64_t max_context,
+                      float scale, int threads) {
+  auto* one = head_dim == 64 ? attend<T, 64> : head_dim == 128 ? attend<T, 128> : attend<T, 0>;
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<float> qf(q_heads * head_dim), row(kv_heads * head_dim), acc(q_heads * head_dim), scores;
+    std::vector<int64_t> kv_of(q_heads);  // where query head h's KV head starts in a row: (h / group) * head_dim
+    for (int64_t h = 0; h < q_heads; ++h) kv_of[h] = h / (q_heads / kv_heads) * head_dim;
+#pragma omp for schedule(dynamic)
+    for (int64_t b = 0; b < batch; ++b) {
+      scores.resize(q_heads * seq_lens[b]);
+      one(q + b * q_row_stride, k_buffer, v_buffer, out + b * q_heads * head_dim,
+          req_to_token + req_pool_indices[b] * max_context, seq_lens[b], q_heads, kv_heads, head_dim, scale,
+          qf.data(), row.data(), acc.data(), scores.data(), kv_of.data());
+    }
+  }
+}
+
+}  // namespace
+
+#define P(T)                                                                                                \
+  (const T* q, const T* k_buffer, const T* v_buffer, T* out, const int64_t* req_to_token,                \
+   const int64_t* req_pool_indices, const int64_t* seq_lens, int64_t batch, int64_t q_heads, int64_t kv_heads, \
+   int64_t head_dim, int64_t q_row_stride, int64_t max_context, float scale, int threads)
+EXPORT_BOTH(decode_attention, P(float), P(uint16_t),
+            (q, k_buffer, v_buffer, out, req_to_token, req_pool_indices, seq_lens, batch, q_heads, kv_heads,
+             head_dim, q_row_stride, max_context, scale, threads))
+#undef P
