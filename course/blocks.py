@@ -1,0 +1,93 @@
+"""Generated Markdown blocks: a trace excerpt, a round's batch as a table, and a "try it" block."""
+
+from __future__ import annotations
+
+from tracer.normalize import event_line, normalize_event
+from tracer.reader import Trace
+
+TRY_TITLE = {"en": "Try it", "zh": "动手试试"}
+TRY_NOTE = {
+    "en": "Run the scenario, open the replay app on it (in a terminal, or in a browser with `--web`), "
+          "and draw the figures yourself:",
+    "zh": "亲手运行这个场景，用回放程序打开它（在终端里，或加 `--web` 在浏览器里），再自己画出这些图：",
+}
+
+
+def events_block(trace: Trace, rid: str | None = None, round: int | None = None, names: list[str] | None = None,
+                 proc: str | None = None, limit: int | None = None) -> str:
+    """The matching events, one normalized line each (what `trace check` and the goldens read)."""
+    picked = []
+    for ev in trace.events:
+        if rid is not None and ev.rid != rid and rid not in (ev.rids or ()):
+            continue
+        if round is not None and ev.round != round:
+            continue
+        if names is not None and ev.name not in names:
+            continue
+        if proc is not None and ev.proc != proc:
+            continue
+        picked.append(event_line(normalize_event(ev)))
+    if not picked:
+        raise ValueError("no event matches")
+    if limit is not None and len(picked) > limit:
+        picked = picked[:limit] + [f"... ({len(picked) - limit} more)"]
+    return "```text\n" + "\n".join(picked) + "\n```"
+
+
+def _token_texts(trace: Trace) -> dict[int, str]:
+    texts: dict[int, str] = {}
+    for ev in trace.events:
+        if ev.name == "tm.tokenized":
+            texts.update(zip(ev.get("input_ids") or [], ev.get("input_texts") or []))
+        elif ev.name == "sched.sampled":
+            texts.update(zip(ev.get("token_ids") or [], ev.get("texts") or []))
+    return texts
+
+
+def batch_rows(trace: Trace, round: int) -> list[dict]:
+    """One dict per token row of the round's forward: rid, position, input id and text, KV slot, logits."""
+    formed = next((ev for ev in trace.events if ev.name == "sched.batch_formed" and ev.round == round), None)
+    forward = next((ev for ev in trace.events if ev.name == "model.forward" and ev.ph == "B" and ev.round == round),
+                   None)
+    if formed is None or forward is None:
+        raise ValueError(f"round {round} formed no batch")
+    rids, decoding = list(formed.rids or ()), list(formed.get("decoding_rids") or [])
+    mode = formed.get("forward_mode")
+    if mode == "DECODE":
+        owners = rids
+    else:
+        extending = [r for r in rids if r not in decoding]
+        owners = [r for r, n in zip(extending, formed.get("extend_lens") or []) for _ in range(n)] + decoding
+    texts, logit_rows = _token_texts(trace), set(formed.get("logit_rows") or [])
+    ids, pos, loc = forward.get("input_ids"), forward.get("positions"), forward.get("out_cache_loc")
+    return [{"row": i, "rid": owners[i], "position": pos[i], "input_id": ids[i], "text": texts.get(ids[i], ""),
+             "out_cache_loc": loc[i], "logits": i in logit_rows} for i in range(len(ids))]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "\\n") or " "
+
+
+def rows_table(trace: Trace, round: int, lang: str = "en") -> str:
+    head = {"en": ("row", "request", "position", "input id", "token", "out_cache_loc (KV slot)", "logits"),
+            "zh": ("行", "请求", "position", "input id", "token", "out_cache_loc（KV 槽位）", "logits")}[lang]
+    yes = {"en": "yes", "zh": "是"}[lang]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in batch_rows(trace, round):
+        lines.append(f"| {r['row']} | {r['rid']} | {r['position']} | {r['input_id']} | `{_cell(repr(r['text']))}` "
+                     f"| {r['out_cache_loc']} | {yes if r['logits'] else ''} |")
+    return "\n".join(lines)
+
+
+def try_block(scenario: str, rid: str | None, round: int | None, lang: str = "en") -> str:
+    folder = f"traces/{scenario}"
+    pick = (f" --rid {rid}" if rid else "") + (f" --round {round}" if round is not None else "")
+    cmds = [
+        f"minisgl scenario run {scenario} --trace {folder}",
+        f"minisgl replay {folder}" + (f" --rid {rid}" if rid else ""),
+        f"minisgl replay {folder} --web" + (f" --rid {rid}" if rid else ""),
+        f"minisgl trace show {folder}" + (f" --rid {rid}" if rid else ""),
+        f"minisgl trace export {folder} --view round{pick} --format svg",
+    ]
+    body = "\n".join("    " + c for c in ["```bash", *cmds, "```"])
+    return f'!!! example "{TRY_TITLE[lang]}"\n    {TRY_NOTE[lang]}\n\n{body}\n'

@@ -1,0 +1,97 @@
+"""The course as the docs build sees it: which scenarios and figures the pages need, and each page's
+placeholders turned into Markdown (see placeholders.py for the syntax)."""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+from course import blocks
+from course.facts import Facts
+from course.figures import Figure, sync
+from course.placeholders import Placeholder, PlaceholderError, Resolver, find, parse, render
+from course.traces import CourseTraces
+
+LESSONS = "lessons"  # the lesson pages' folder under the docs folder
+
+
+def page_slug(src_uri: str) -> str:
+    """`lessons/radix-cache.zh.md` -> `radix-cache` (the key of the page's facts module)."""
+    name = posixpath.basename(src_uri)
+    for suffix in (".zh.md", ".md"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def page_lang(src_uri: str) -> str:
+    return "zh" if src_uri.endswith(".zh.md") else "en"
+
+
+class Course:
+    def __init__(self, traces: CourseTraces | None = None) -> None:
+        self.traces = traces or CourseTraces()
+        self.facts = Facts(self.traces)
+
+    # -- before the build: run what is missing, draw every figure --------------------------------------
+    def sources(self, docs_dir: Path) -> dict[str, str]:
+        return {p.relative_to(docs_dir).as_posix(): p.read_text(encoding="utf-8")
+                for p in sorted(docs_dir.rglob("*.md"))}
+
+    def prepare(self, docs_dir: Path) -> None:
+        pages = self.sources(docs_dir)
+        needed: list[str] = []
+        for src, text in pages.items():
+            needed += self.facts.scenarios_of(page_slug(src))
+            needed += [ph.pos[0] for ph in self._placeholders(text) if ph.kind != "fact" and ph.pos]
+            needed += [ph.pos[0].split(":")[0] for ph in self._placeholders(text) if ph.kind == "fact"
+                       and ph.pos and ":" in ph.pos[0]]
+        self.traces.ensure(needed)
+        drawn: dict[str, bytes] = {}
+        for src, text in pages.items():
+            for ph in self._placeholders(text):
+                if ph.kind == "figure" and ph.kw.get("fmt", "svg") == "svg":
+                    fig = self.figure(ph, Resolver(self.facts, page_slug(src)))
+                    if fig.path() not in drawn:
+                        drawn[fig.path()] = fig.render(self.traces[fig.scenario], "svg")
+        sync(docs_dir, drawn)
+
+    @staticmethod
+    def _placeholders(text: str) -> list[Placeholder]:
+        return [parse(m.group(0)) for m in find(text)]
+
+    # -- one page ---------------------------------------------------------------------------------------
+    def figure(self, ph: Placeholder, r: Resolver) -> Figure:
+        scenario, view = r.need(ph, 2, "a scenario and a view")[:2]
+        return Figure(scenario, view, r.str_arg(ph, "rid"), r.int_arg(ph, "round"), "all" in ph.flags)
+
+    def page(self, markdown: str, src_uri: str) -> str:
+        r, lang = Resolver(self.facts, page_slug(src_uri)), page_lang(src_uri)
+
+        def resolve(ph: Placeholder) -> str:
+            if ph.kind == "fact":
+                from course.facts import show
+
+                return show(r.value("@" + r.need(ph, 1, "a fact name")[0]))
+            scenario = r.need(ph, 1, "a scenario")[0]
+            trace, rid, rnd = self.traces[scenario], r.str_arg(ph, "rid"), r.int_arg(ph, "round")
+            if ph.kind == "figure":
+                fig = self.figure(ph, r)
+                if ph.kw.get("fmt", "svg") == "mermaid":
+                    return "```mermaid\n" + str(fig.render(trace, "mermaid")).strip() + "\n```"
+                rel = posixpath.relpath(fig.path(), posixpath.dirname(src_uri) or ".")
+                return f"![{fig.alt()}]({rel})"
+            if ph.kind == "events":
+                names = r.str_arg(ph, "names")
+                try:
+                    return blocks.events_block(trace, rid, rnd, names.split(",") if names else None,
+                                               r.str_arg(ph, "proc"), r.int_arg(ph, "limit"))
+                except ValueError as e:
+                    raise PlaceholderError(str(e)) from None
+            if ph.kind == "rows":
+                if rnd is None:
+                    raise PlaceholderError("rows needs round=")
+                return blocks.rows_table(trace, rnd, lang)
+            return blocks.try_block(scenario, rid, rnd, lang)
+
+        return render(markdown, resolve)

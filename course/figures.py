@@ -1,0 +1,67 @@
+"""The figures of the course: tracer diagram views of scenario traces, as SVG files or mermaid text.
+
+Each figure's file name follows from what it draws (scenario, view, request, round), so the same
+placeholder on the English and the Chinese page shows the same file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracer.diagrams import render_diagram
+
+FOLDER = "figures"  # under the docs folder; generated at build time, never committed
+
+
+@dataclass(frozen=True)
+class Figure:
+    scenario: str
+    view: str
+    rid: str | None = None
+    round: int | None = None
+    all_rounds: bool = False
+
+    def path(self) -> str:
+        parts = [self.view]
+        if self.rid:
+            parts.append(self.rid)
+        if self.round is not None:
+            parts.append(f"r{self.round}")
+        if self.all_rounds:
+            parts.append("all")
+        return f"{FOLDER}/{self.scenario}/{'-'.join(parts)}.svg"
+
+    def alt(self) -> str:
+        what = f"the {self.view} view of the {self.scenario} scenario"
+        if self.rid:
+            what += f", request {self.rid}"
+        if self.round is not None:
+            what += f", round {self.round}"
+        return what
+
+    def render(self, trace, fmt: str) -> str | bytes:
+        return render_diagram(trace, self.view, fmt, rid=self.rid, round=self.round, all_rounds=self.all_rounds)
+
+
+def write_if_changed(path: Path, data: bytes) -> bool:
+    """Write only when the bytes differ, so `mkdocs serve` does not see a change and rebuild forever."""
+    if path.exists() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return True
+
+
+def sync(docs_dir: Path, drawn: dict[str, bytes]) -> None:
+    """Make docs_dir/figures hold exactly `drawn` (path -> SVG bytes)."""
+    for rel, data in drawn.items():
+        write_if_changed(docs_dir / rel, data)
+    root = docs_dir / FOLDER
+    if root.exists():
+        for f in sorted(root.rglob("*"), reverse=True):
+            rel = f.relative_to(docs_dir).as_posix()
+            if f.is_file() and rel not in drawn:
+                f.unlink()
+            elif f.is_dir() and not any(f.iterdir()):
+                f.rmdir()

@@ -1,0 +1,112 @@
+"""One trace per scenario, run on the real engine once per engine version and kept on disk.
+
+The cache folder is named by a hash of the engine's source (minisgl/ and tracer/, .py and C++ files) and
+of the model file, so any change to the engine runs the scenarios again, and an unchanged engine rebuilds
+the course in seconds. `MINISGL_COURSE_CACHE` moves the cache (default ~/.cache/minisgl/course).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from tracer.reader import Trace, load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ("minisgl", "tracer")  # what a scenario's trace depends on (with the model file)
+SUFFIXES = (".py", ".cpp", ".h")
+
+
+def cache_root() -> Path:
+    env = os.environ.get("MINISGL_COURSE_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "minisgl" / "course"
+
+
+def engine_hash() -> str:
+    """A hash of every engine source file (relative path and bytes) and the model file's identity."""
+    from minisgl.model_loader.loader import resolve_model
+
+    h = hashlib.sha256()
+    for top in SOURCES:
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.suffix in SUFFIXES and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    model = resolve_model(None).path
+    st = model.stat()
+    h.update(f"{model.name}:{st.st_size}".encode())
+    return h.hexdigest()[:16]
+
+
+def _say(msg: str) -> None:
+    print(f"course: {msg}", file=sys.stderr, flush=True)
+
+
+class CourseTraces:
+    """traces[name] -> the scenario's Trace, run (and cached) the first time it is asked for."""
+
+    def __init__(self, root: Path | None = None, say: Callable[[str], None] = _say) -> None:
+        self.folder = (root or cache_root()) / engine_hash()
+        self.say = say
+        self._traces: dict[str, Trace] = {}
+        self._engine = None
+
+    def path(self, name: str) -> Path:
+        return self.folder / name
+
+    def __getitem__(self, name: str) -> Trace:
+        if name not in self._traces:
+            if not (self.path(name) / "DONE").exists():
+                self._run(name)
+            self._traces[name] = load_trace(self.path(name))
+        return self._traces[name]
+
+    def ensure(self, names: list[str]) -> None:
+        """Run every missing scenario of `names` (one model load shared by the offline ones), with progress."""
+        missing = [n for n in dict.fromkeys(names) if not (self.path(n) / "DONE").exists()]
+        if missing:
+            self.say(f"running {len(missing)} scenario(s) for engine {self.folder.name} "
+                     f"(cached in {self.folder.parent}; later builds reuse them)")
+        try:
+            for i, name in enumerate(missing, 1):
+                self.say(f"[{i}/{len(missing)}] {name}")
+                self._run(name)
+        finally:
+            self.close()
+
+    def _run(self, name: str) -> None:
+        from minisgl.scenarios import get
+        from minisgl.scenarios.driver import run
+
+        sc = get(name)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self.folder))
+        start = time.monotonic()
+        try:
+            loaded = self._loaded() if sc.server is None else None
+            run(sc, str(tmp / "trace"), loaded=loaded)
+            (tmp / "trace" / "DONE").write_text(f"{time.monotonic() - start:.1f} s\n")
+            shutil.rmtree(self.path(name), ignore_errors=True)
+            os.replace(tmp / "trace", self.path(name))  # atomic: a reader never sees half a trace
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _loaded(self):
+        if self._engine is None:
+            from minisgl.entrypoints.engine import Engine
+
+            self._engine = Engine(dtype="float32", max_total_tokens=4096, max_running_requests=32)
+        return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.shutdown()
+            self._engine = None
