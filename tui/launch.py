@@ -16,9 +16,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                  "(a unique prefix will do)")
     p.add_argument("--poll", type=float, default=0.5, metavar="SECONDS",
                    help="with --follow: how often to look for new lines (default 0.5)")
+    web = p.add_argument_group("in a browser (textual-serve)")
+    web.add_argument("--web", action="store_true",
+                     help="serve the app in a browser instead of the terminal: each browser tab runs its own "
+                          "copy on the same trace with the same options (for a class following along without "
+                          "a terminal); Ctrl+C stops the server")
+    web.add_argument("--host", default="127.0.0.1",
+                     help="with --web: the address to listen on, and the one the page tells the browser to "
+                          "connect back to (default 127.0.0.1, this machine only; for a class, this machine's "
+                          "address on the network)")
+    web.add_argument("--port", type=int, default=8000,
+                     help="with --web: the port (default 8000, a fixed URL you can write on the board; 0 picks "
+                          "a free one). The page loads its font from fonts.googleapis.com; offline it falls "
+                          "back to a local monospace font")
 
 
-def run(args: argparse.Namespace, prog: str = "minisgl replay") -> int:
+def run(args: argparse.Namespace, prog: str = "minisgl replay", command: list[str] | None = None) -> int:
+    """Open the app on args.dir; with args.web, serve it in a browser, each tab running `command` (the
+    words that start this app, before the folder and options: `python -m tui` when not given)."""
     from tracer.reader import TraceError, TraceTail, load_trace
     from tracer.show import find_rid
 
@@ -36,13 +51,29 @@ def run(args: argparse.Namespace, prog: str = "minisgl replay") -> int:
     except TraceError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    if getattr(args, "web", False):
+        from tui.web import serve
+
+        return serve(_app_argv(args, command or [sys.executable, "-m", "tui"]), args.host, args.port, prog)
     from tui.app import ReplayApp
 
     ReplayApp(trace, tail=tail, rid=rid, poll_seconds=args.poll).run()
     return 0
 
 
+def _app_argv(args: argparse.Namespace, command: list[str]) -> list[str]:
+    """The command line of this app on the same folder with the same options, without --web."""
+    import os
+
+    argv = [*command, os.path.abspath(args.dir), "--poll", repr(args.poll)]
+    if args.follow:
+        argv.append("--follow")
+    if args.rid:
+        argv.append(f"--rid={args.rid}")  # one word, even if the rid starts with a dash
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tui", description="Replay a minisgl trace in the terminal.")
     add_arguments(p)
-    return run(p.parse_args(argv), prog="python -m tui")
+    return run(p.parse_args(argv), prog="python -m tui", command=[sys.executable, "-m", "tui"])

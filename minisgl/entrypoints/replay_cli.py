@@ -11,7 +11,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "replay", help="step through a trace in the terminal, round by round (Textual app)",
         description="Replay a trace folder in the terminal: a scrubber over the merged timeline, with the "
                     "requests, process lanes, event, round batch, KV pool, radix tree, queues and client "
-                    "output in step. Press ? in the app for every key.",
+                    "output in step. Press ? in the app for every key. With --web, the same app in a "
+                    "browser.",
     )
     from tui.launch import add_arguments  # argparse only: textual is imported when the app opens
 
@@ -20,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import sys
+
     from tui.launch import run
 
-    return run(args, prog="minisgl replay")
+    # with --web, each browser tab runs this same command (without --web) through the module
+    return run(args, prog="minisgl replay", command=[sys.executable, "-m", "minisgl.cli", "replay"])

@@ -65,7 +65,8 @@ def test_help_names_every_option():
     r = subprocess.run(COMMANDS["minisgl replay"] + ["--help"], check=False, cwd=ROOT, text=True, capture_output=True,
                        timeout=60)
     assert r.returncode == 0
-    for word in ("usage: minisgl replay", "dir", "--follow", "--rid", "--poll", "live mode"):
+    for word in ("usage: minisgl replay", "dir", "--follow", "--rid", "--poll", "live mode", "--web", "--host",
+                 "--port"):
         assert word in r.stdout
 
 
