@@ -94,8 +94,11 @@ class CourseTraces:
             loaded = self._loaded() if sc.server is None else None
             run(sc, str(tmp / "trace"), loaded=loaded)
             (tmp / "trace" / "DONE").write_text(f"{time.monotonic() - start:.1f} s\n")
-            shutil.rmtree(self.path(name), ignore_errors=True)
-            os.replace(tmp / "trace", self.path(name))  # atomic: a reader never sees half a trace
+            try:
+                os.replace(tmp / "trace", self.path(name))  # atomic: a reader never sees half a trace
+            except OSError:
+                if not (self.path(name) / "DONE").exists():
+                    raise  # not another build's finished copy of the same run
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
