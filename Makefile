@@ -46,14 +46,14 @@ compiler:
 	fi
 
 # Debian's chromium: the browser the lesson-site tests drive through Playwright (never `playwright install`,
-# which downloads browsers). Checked like graphviz; without it those tests skip and say why.
+# which downloads browsers), and a CJK font so the Chinese pages' screenshots show Chinese. Checked like graphviz; without it those tests skip and say why.
 chromium:
-	@if command -v chromium >/dev/null 2>&1; then exit 0; fi; \
+	@if command -v chromium >/dev/null 2>&1 && fc-list :lang=zh 2>/dev/null | grep -q .; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "== chromium (Debian's package: the lesson-site tests open every page in it)"; \
+	  echo "== chromium and a CJK font (Debian packages: the lesson-site tests open every page, Chinese included)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
-	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
+	  apt-get install -y -qq --no-install-recommends chromium fonts-wqy-zenhei >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends chromium fonts-wqy-zenhei >/dev/null; } \
 	  || echo "== could not install chromium: the browser tests of the lesson site will skip"; \
 	else \
 	  echo "== no chromium: the browser tests of the lesson site will skip (as root: apt-get install chromium)"; \
