@@ -78,11 +78,11 @@ mermaid:
 # The course site (lessons/): every figure and number filled in from scenario traces, which the first
 # build runs on the real engine (a few minutes) and later builds reuse (cached by the engine's source hash).
 lessons: graphviz mermaid $(STAMP)
-	cd lessons && ../$(VENV)/bin/mkdocs build --strict
+	cd lessons && NO_MKDOCS_2_WARNING=1 ../$(VENV)/bin/mkdocs build --strict
 	@echo "== the site is in site/ (open site/index.html, or: make lessons-serve)"
 
 lessons-serve: graphviz mermaid $(STAMP)
-	cd lessons && ../$(VENV)/bin/mkdocs serve
+	cd lessons && NO_MKDOCS_2_WARNING=1 ../$(VENV)/bin/mkdocs serve
 
 demo: graphviz compiler $(STAMP)
 	$(VENV)/bin/minisgl demo

@@ -40,7 +40,7 @@ def course_cache(request, tmp_path_factory) -> Path:
 def built_site(course_cache, tmp_path_factory) -> Path:
     pytest.importorskip("mkdocs", reason="the docs extra is not installed (make test installs it)")
     site = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "MINISGL_COURSE_CACHE": str(course_cache)}
+    env = {**os.environ, "MINISGL_COURSE_CACHE": str(course_cache), "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
                           cwd=REPO / "lessons", env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
