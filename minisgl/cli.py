@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         bench_cli,
         demo_cli,
         generate_cli,
+        lab_cli,
         replay_cli,
         scenario_cli,
         serve_cli,
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_cli.register(sub)
     scenario_cli.register(sub)
     bench_cli.register(sub)
+    lab_cli.register(sub)
     return parser
 
 

@@ -28,8 +28,10 @@ def run_detokenizer_process(server_args: ServerArgs, http_args: HttpServerArgs, 
     setup_child_process("detokenizer", http_args.log_level, http_args.trace_dir, http_args.trace_level,
                         port_args.ipc_dir)
     try:
+        from minisgl.labs.swap import apply_from_env
         from minisgl.model_loader.loader import load_tokenizer, resolve_model
 
+        apply_from_env(quiet=True)  # a lab's component (MINISGL_LAB)
         manager = DetokenizerManager(load_tokenizer(resolve_model(server_args.model)))
         context = zmq.Context()
         recv_from_scheduler = PullReceiver(context, port_args.detokenizer_ipc_name, src="scheduler")

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from minisgl.detokenizer.detokenizer_manager import DetokenizerManager
+from minisgl.labs.swap import apply_from_env
 from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
 from minisgl.scheduler.io_struct import AbortReq, TokenizedGenerateReqInput
@@ -35,6 +36,7 @@ from tracer.api import tracer
 class Engine:
     def __init__(self, model: str | None = None, trace_dir: str | None = None, trace_level: int = 2,
                  _loaded: Engine | None = None, **kwargs: Any):
+        apply_from_env()  # a lab's component (MINISGL_LAB=COMPONENT=FILE), before anything is built
         self.server_args = ServerArgs(model=model, **kwargs)
         self.server_args.validate()
         if _loaded is None:

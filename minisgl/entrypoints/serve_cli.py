@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from minisgl.configs.model_config import UnsupportedModel
+    from minisgl.labs.swap import LabSwapError, apply_from_env
     from minisgl.model_loader.bundled import ModelNotFound
     from minisgl.server.http_server import launch_server
     from minisgl.server.http_server_args import HttpServerArgs
@@ -32,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     http_args = HttpServerArgs.from_cli_args(args)
     try:
         server_args.validate()
+        apply_from_env()  # a lab's component (MINISGL_LAB): checked here, before any child process starts
         return launch_server(server_args, http_args)
-    except (ModelNotFound, UnsupportedModel, ValueError) as e:
+    except (ModelNotFound, UnsupportedModel, ValueError, LabSwapError) as e:
         print(f"minisgl serve: error: {e}", file=sys.stderr)
         return 2

@@ -25,6 +25,9 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
     from minisgl.model_loader.bundled import ModelNotFound
 
     try:
+        from minisgl.labs.swap import apply_from_env
+
+        apply_from_env(quiet=True)  # a lab's component (MINISGL_LAB), installed before anything is built
         scheduler = _build_scheduler(server_args, port_args)
     except Exception as e:
         logger.exception("the scheduler could not start")

@@ -1,0 +1,179 @@
+"""Grade a learner's file: the lab's unit tests, then the lab's scenario run on the real engine with the
+file swapped in, its trace compared with the reference trace. Both run in child processes with a time
+limit, so a crash or an endless loop in the learner's code is reported, never inherited."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minisgl.labs.lab import Lab
+from minisgl.labs.swap import ENV
+
+TEST_POINTS, TRACE_POINTS = 50, 50
+TEST_TIMEOUT, TRACE_TIMEOUT = 180, 600  # seconds; a 2-core machine loading the model is slow
+
+
+@dataclass
+class Child:
+    code: int | None  # None: killed at the time limit
+    output: str
+
+
+def run_child(cmd: list[str], env: dict[str, str], timeout: float) -> Child:
+    """Run cmd in its own process group; at the time limit kill the whole group (a server's children too)."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return Child(proc.returncode, out)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return Child(None, out)
+
+
+def lab_env(lab: Lab, learner: Path | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    if learner is not None:
+        env[ENV] = f"{lab.component}={learner}"
+    return env
+
+
+@dataclass
+class TestResult:
+    passed: int = 0
+    failed: int = 0
+    output: str = ""
+    timed_out: bool = False
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def score(self) -> float:
+        return round(TEST_POINTS * self.passed / self.total, 2) if self.total else 0.0
+
+
+def run_tests(lab: Lab, learner: Path | None, timeout: float = TEST_TIMEOUT) -> TestResult:
+    with tempfile.TemporaryDirectory(prefix="minisgl-lab-") as tmp:
+        junit = Path(tmp) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+               f"--junitxml={junit}", "--rootdir", str(lab.folder), str(lab.tests)]
+        child = run_child(cmd, lab_env(lab, learner), timeout)
+        result = TestResult(output=child.output, timed_out=child.code is None)
+        if junit.exists():
+            for case in ET.parse(junit).getroot().iter("testcase"):
+                bad = any(c.tag in ("failure", "error") for c in case)
+                skipped = any(c.tag == "skipped" for c in case)
+                if bad:
+                    result.failed += 1
+                elif not skipped:
+                    result.passed += 1
+        if result.total == 0:
+            result.failed = 1  # nothing ran: an import error, a collection error or the time limit
+        return result
+
+
+@dataclass
+class TraceResult:
+    ok: bool
+    summary: str
+    report: str = ""
+    svg: Path | None = None
+    output: str = ""
+    details: dict = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        return float(TRACE_POINTS) if self.ok else 0.0
+
+
+def reference_trace(lab: Lab, reference_dir: Path | None):
+    from tracer.reader import load_trace
+
+    if reference_dir is not None:
+        return load_trace(reference_dir)
+    from course.traces import CourseTraces  # the course's own cache of scenario traces, by engine hash
+
+    traces = CourseTraces()
+    try:
+        return traces[lab.scenario]
+    finally:
+        traces.close()
+
+
+def run_trace(lab: Lab, learner: Path, out_dir: Path, reference_dir: Path | None = None,
+              timeout: float = TRACE_TIMEOUT) -> TraceResult:
+    from minisgl.labs.side_by_side import write_side_by_side
+    from minisgl.labs.trace_diff import first_divergence
+    from tracer.reader import TraceError, load_trace
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trace_dir, report = out_dir / "trace", out_dir / "run.json"
+    if trace_dir.exists():
+        import shutil
+
+        shutil.rmtree(trace_dir)
+    cmd = [sys.executable, "-m", "minisgl.labs.runner", lab.scenario, str(trace_dir), str(report)]
+    child = run_child(cmd, lab_env(lab, learner), timeout)
+    if child.code is None:
+        return TraceResult(False, f"stopped after {timeout:.0f} s: your code did not finish (an endless loop?)",
+                           output=child.output)
+    info = json.loads(report.read_text()) if report.exists() else {"ok": False, "kind": "crash",
+                                                                    "message": "the run died", "round": None}
+    if info.get("kind") == "swap":
+        return TraceResult(False, f"the engine cannot use your file: {info['message']}", output=child.output)
+    if not info.get("ok"):
+        where = f"in round {info['round']}" if info.get("round") is not None else "before the first round"
+        return TraceResult(False, f"your code raised {where}: {info['message']}",
+                           report=info.get("traceback", ""), output=child.output, details=info)
+    expected = reference_trace(lab, reference_dir)
+    try:
+        got = load_trace(trace_dir)
+    except TraceError as e:
+        return TraceResult(False, f"the run wrote no readable trace: {e}", output=child.output)
+    div = first_divergence(expected, got)
+    if div is None:
+        return TraceResult(True, f"your trace equals the reference trace ({len(got.events)} events)")
+    svg = None
+    if div.round is not None:
+        svg = write_side_by_side(expected, got, div.event, div.round,
+                                 f"first divergence: round {div.round}, {div.event}"
+                                 + (f" ({', '.join(div.fields)})" if div.fields else ""),
+                                 out_dir / f"divergence-round-{div.round}.svg")
+    return TraceResult(False, f"your trace leaves the reference at event #{div.index} ({div.event})",
+                       report=div.report(), svg=svg, output=child.output)
+
+
+@dataclass
+class Grade:
+    lab: Lab
+    tests: TestResult
+    trace: TraceResult | None  # None: not run (the tests were asked for alone)
+
+    @property
+    def score(self) -> float:
+        return self.tests.score + (self.trace.score if self.trace else 0.0)
+
+    def results_json_tests(self) -> list[dict]:
+        """Gradescope's results.json `tests` entries for this lab."""
+        out = [{"name": f"{self.lab.name}: unit tests", "score": self.tests.score, "max_score": TEST_POINTS,
+                "output": f"{self.tests.passed} of {self.tests.total} passed\n" + self.tests.output[-4000:]}]
+        if self.trace is not None:
+            out.append({"name": f"{self.lab.name}: trace of scenario {self.lab.scenario}",
+                        "score": self.trace.score, "max_score": TRACE_POINTS,
+                        "output": "\n".join(x for x in (self.trace.summary, self.trace.report) if x)[-4000:]})
+        return out
+
+
+def grade(lab: Lab, learner: Path, out_dir: Path, reference_dir: Path | None = None) -> Grade:
+    return Grade(lab, run_tests(lab, learner), run_trace(lab, learner, out_dir, reference_dir))

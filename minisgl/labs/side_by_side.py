@@ -1,0 +1,100 @@
+"""The round where a learner's trace diverges, drawn twice, expected beside got, with every label that
+differs between the two drawings in red.
+
+The view follows the event: admission events draw the admission view, cache events the radix tree, KV
+events the KV pool, anything else the round's batch. Both drawings come from the tracer's own diagram views
+(Graphviz), so they read exactly like the lesson's figures.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+from tracer.diagrams import render_diagram
+from tracer.reader import Trace, TraceError
+
+RED = "#d00000"
+TEXT = re.compile(r"<text\b([^>]*)>(.*?)</text>", re.S)
+SIZE = re.compile(r'<svg\b[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"', re.S)
+
+
+def view_for(event: str) -> str:
+    if event.startswith("sched.admission") or event in ("sched.prefill_budget", "sched.prefix_matched"):
+        return "admission"
+    if event.startswith("cache."):
+        return "radix"
+    if event.startswith("kv."):
+        return "kv"
+    return "round"
+
+
+def _draw(trace: Trace, view: str, round: int) -> str:
+    if round not in trace.rounds():
+        return ""
+    try:
+        out = render_diagram(trace, view, "svg", round=round)
+    except TraceError:  # a view that cannot draw this round (no admission in it, ...): the round's batch
+        return "" if view == "round" else _draw(trace, "round", round)
+    return out.decode() if isinstance(out, bytes) else out
+
+
+def _body(svg: str) -> tuple[str, float, float]:
+    """The drawing's <svg> element, sized in the outer drawing's units (Graphviz's points, one to one)."""
+    m = SIZE.search(svg)
+    w, h = (float(m.group(1)), float(m.group(2))) if m else (400.0, 300.0)
+    body = svg[svg.find("<svg"):]
+    body = re.sub(r'width="[\d.]+pt" height="[\d.]+pt"', f'width="{w}" height="{h}"', body, count=1)
+    return body, w, h
+
+
+def mark_differences(a: str, b: str) -> tuple[str, str, int]:
+    """Colour the i-th <text> of each drawing red where the two drawings' i-th texts differ."""
+    ta, tb = TEXT.findall(a), TEXT.findall(b)
+    differ = {i for i in range(max(len(ta), len(tb)))
+              if i >= len(ta) or i >= len(tb) or ta[i][1] != tb[i][1]}
+
+    def paint(svg: str) -> str:
+        count = -1
+
+        def one(m: re.Match) -> str:
+            nonlocal count
+            count += 1
+            if count not in differ:
+                return m.group(0)
+            attrs = re.sub(r'\s(?:fill|font-weight)="[^"]*"', "", m.group(1))
+            return f'<text{attrs} fill="{RED}" font-weight="bold">{m.group(2)}</text>'
+
+        return TEXT.sub(one, svg)
+
+    return paint(a), paint(b), len(differ)
+
+
+def write_side_by_side(expected: Trace, got: Trace, event: str, round: int, summary: str, path: Path) -> Path:
+    view = view_for(event)
+    a, b = _draw(expected, view, round), _draw(got, view, round)
+    a, b, _ = mark_differences(a, b)
+    parts, x, height = [], 0.0, 0.0
+    for title, svg in (("expected (the engine's own component)", a), ("got (your component)", b)):
+        if svg:
+            body, w, h = _body(svg)
+        else:
+            body, w, h = "", 360.0, 40.0
+        parts.append(f'<text x="{x + 8}" y="22" font-family="sans-serif" font-size="16" font-weight="bold">'
+                     f'{html.escape(title)}</text>')
+        if body:
+            parts.append(re.sub(r"^<svg\b", f'<svg x="{x}" y="34"', body, count=1))
+        else:
+            parts.append(f'<text x="{x + 8}" y="60" font-family="sans-serif" font-size="13">'
+                         f'(no round {round} in this trace)</text>')
+        x += w + 24
+        height = max(height, h)
+    note = (f'<text x="8" y="{height + 60}" font-family="monospace" font-size="13" fill="{RED}">'
+            f"{html.escape(summary)}</text>")
+    out = (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
+           f'width="{x:.0f}pt" height="{height + 76:.0f}pt" viewBox="0 0 {x:.0f} {height + 76:.0f}">\n'
+           f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(parts) + "\n" + note + "\n</svg>\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(out, encoding="utf-8")
+    return path
