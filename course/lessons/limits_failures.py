@@ -88,8 +88,8 @@ def _abort(t) -> dict:
 
 
 def _disconnect(t) -> dict:
-    err = _one(t, "http.error", "LEAVER")
-    sent = _one(t, "ipc.send", "LEAVER", msg="AbortReq")
+    err = _all(t, "http.error", "LEAVER")[0]  # the first: where the client went away
+    sent = _all(t, "ipc.send", "LEAVER", msg="AbortReq")[0]
     asked = _one(t, "sched.abort_requested", "LEAVER")
     _claim(sent.proc == "tokenizer_manager" and asked.get("where") == "running", "AbortReq reaches a running request")
     woken = [ev for ev in _all(t, "tm.waiter_woken", "LEAVER") if ev.index > err.index]
