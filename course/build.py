@@ -7,6 +7,7 @@ import posixpath
 from pathlib import Path
 
 from course import blocks
+from course.cjk import join_soft_breaks
 from course.facts import Facts
 from course.figures import Figure, sync
 from course.placeholders import Placeholder, PlaceholderError, Resolver, find, parse, render
@@ -99,4 +100,5 @@ class Course:
             except (ValueError, TraceError, GraphvizMissing) as e:  # the trace has no such round, request, ...
                 raise PlaceholderError(str(e)) from None
 
-        return render(markdown, guarded)
+        text = render(markdown, guarded)
+        return join_soft_breaks(text) if lang == "zh" else text

@@ -44,5 +44,6 @@ def built_site(course_cache, tmp_path_factory) -> Path:
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
                           cwd=REPO / "lessons", env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
-    assert "running" not in done.stderr, "the build ran a scenario the session had already run:\n" + done.stderr
+    if not os.environ.get("MINISGL_COURSE_CACHE"):
+        assert "running" not in done.stderr, "the build ran a scenario the session had already run:\n" + done.stderr
     return site
