@@ -76,6 +76,12 @@ class Course:
                 from course.facts import show
 
                 return show(r.value("@" + r.need(ph, 1, "a fact name")[0]))
+            if ph.kind in ("lab", "labs"):
+                from course import lab_blocks
+
+                if ph.kind == "labs":
+                    return lab_blocks.labs_table(src_uri, lang)
+                return lab_blocks.lab_block(r.need(ph, 1, "a lab name")[0], src_uri, lang)
             scenario = r.need(ph, 1, "a scenario")[0]
             trace, rid, rnd = self.traces[scenario], r.str_arg(ph, "rid"), r.int_arg(ph, "round")
             if ph.kind == "figure":

@@ -5,6 +5,8 @@
     {{ events SCEN rid=R2 round=@n names=sched.admission,kv.alloc limit=6 }}   a trace excerpt
     {{ rows SCEN round=@n }}              a round's batch, one table row per token row
     {{ try SCEN rid=R2 round=@n }}        the commands that run, replay and draw it yourself
+    {{ lab NAME }}                        the lab that builds this lesson's component (a "Build it" block)
+    {{ labs }}                            every lab, as a table (the labs page)
 
 An argument `@name` is the page's fact `name`; every other number on a page is refused by the tests.
 """
@@ -19,7 +21,7 @@ from typing import Any
 from course.facts import Facts, FactError, show
 
 PLACEHOLDER = re.compile(r"\{\{\s*(?P<kind>[a-z]+)(?P<args>(?:[^}]|\}(?!\}))*)\}\}")
-KINDS = ("fact", "figure", "events", "rows", "try")
+KINDS = ("fact", "figure", "events", "rows", "try", "lab", "labs")
 
 
 class PlaceholderError(ValueError):
