@@ -66,8 +66,8 @@ class TestResult:
 def run_tests(lab: Lab, learner: Path | None, timeout: float = TEST_TIMEOUT) -> TestResult:
     with tempfile.TemporaryDirectory(prefix="minisgl-lab-") as tmp:
         junit = Path(tmp) / "junit.xml"
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-               f"--junitxml={junit}", "--rootdir", str(lab.folder), str(lab.tests)]
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:textual-snapshot",
+               "-o", "addopts=", f"--junitxml={junit}", "--rootdir", str(lab.folder), str(lab.tests)]
         child = run_child(cmd, lab_env(lab, learner), timeout)
         result = TestResult(output=child.output, timed_out=child.code is None)
         if junit.exists():

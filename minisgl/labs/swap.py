@@ -52,6 +52,16 @@ def load_file(path: Path) -> ModuleType:
     return module
 
 
+def _kind(fn) -> str:
+    if inspect.isasyncgenfunction(fn):
+        return "an async generator (async def with yield)"
+    if inspect.iscoroutinefunction(fn):
+        return "an async def"
+    if inspect.isgeneratorfunction(fn):
+        return "a generator (def with yield)"
+    return "a plain def"
+
+
 def _params(fn) -> list[str]:
     return [p.name for p in inspect.signature(fn).parameters.values()]
 
@@ -78,9 +88,9 @@ def check(component: Component, module: ModuleType, path: Path) -> None:
         else:
             if not callable(mine):
                 raise LabSwapError(f"{path.name}: {slot.name} must be a function")
-            if inspect.iscoroutinefunction(ref) != inspect.iscoroutinefunction(mine):
-                kind = "an async def" if inspect.iscoroutinefunction(ref) else "a plain def (not async)"
-                raise LabSwapError(f"{path.name}: {slot.name} must be {kind}")
+            if _kind(ref) != _kind(mine):
+                raise LabSwapError(f"{path.name}: {slot.name} must be {_kind(ref)}, like the engine's "
+                                   f"(yours is {_kind(mine)})")
             if _params(mine) != _params(ref):
                 raise LabSwapError(f"{path.name}: {slot.name} takes {_params(mine)}, "
                                    f"the engine calls it with {_params(ref)}")

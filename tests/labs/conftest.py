@@ -1,0 +1,42 @@
+"""Running a lab's own unit tests from inside this test session, with a given file swapped in."""
+
+from __future__ import annotations
+
+import os
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+
+def run_lab_tests(lab, learner: Path, tmp_path: Path) -> tuple[int, int]:
+    """(passed, failed) of the lab's test_lab.py with MINISGL_LAB pointing at `learner`, run in this process
+    (a nested pytest run, as pytest's own pytester does), the engine's components put back afterwards."""
+    from minisgl.labs import swap
+
+    junit = tmp_path / f"junit-{lab.name}-{learner.stem}.xml"
+    before = set(sys.modules)
+    old = os.environ.get(swap.ENV)
+    os.environ[swap.ENV] = f"{lab.component}={learner}"
+    try:
+        pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:textual-snapshot", "-o", "addopts=",
+                     f"--junitxml={junit}", "--rootdir",
+                     str(lab.folder), str(lab.tests)])
+    finally:
+        if old is None:
+            os.environ.pop(swap.ENV, None)
+        else:
+            os.environ[swap.ENV] = old
+        swap.restore()
+        for name in set(sys.modules) - before:  # the lab's test module and the learner's file: fresh next time
+            del sys.modules[name]
+    passed = failed = 0
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        if any(c.tag in ("failure", "error") for c in case):
+            failed += 1
+        elif not any(c.tag == "skipped" for c in case):
+            passed += 1
+    if passed + failed == 0:
+        failed = 1  # nothing ran: the file did not even import
+    return passed, failed

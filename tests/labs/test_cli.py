@@ -1,0 +1,101 @@
+"""`minisgl lab` as a learner and a teacher use it: start a lab, break one line of a correct implementation,
+grade, and read the first divergent event and the SVG of that round; the reference scores full marks; the
+workspace commands; results.json in Gradescope's shape."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def lab(*args: str, cwd: Path, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minisgl.cli", "lab", "--dir", str(cwd / "ws"), *args],
+                          capture_output=True, text=True, cwd=cwd, input=input, timeout=900)
+
+
+def test_the_workspace_commands(tmp_path):
+    assert "radix_tree" in lab("list", cwd=tmp_path).stdout
+    started = lab("start", "radix_tree", cwd=tmp_path)
+    assert started.returncode == 0, started.stderr
+    mine = tmp_path / "ws" / "radix_tree" / "radix_cache.py"
+    assert mine.read_text() == (REPO / "minisgl/labs/catalog/radix_tree/starter.py").read_text()
+    assert (tmp_path / "ws" / "radix_tree" / "README.md").exists()
+    again = lab("start", "radix_tree", cwd=tmp_path)
+    assert again.returncode == 2 and "exists already" in again.stderr
+    assert "hint 1 of" in lab("hint", "radix_tree", cwd=tmp_path).stdout
+    assert "hint 2 of" in lab("hint", "radix_tree", cwd=tmp_path).stdout
+    mine.write_text(mine.read_text() + "\n# my change\n")
+    status = lab("status", cwd=tmp_path).stdout
+    assert "radix_tree" in status and "edited" in status and "2/" in status
+    kept = lab("reset", "radix_tree", cwd=tmp_path, input="n\n")
+    assert kept.returncode == 1 and "# my change" in mine.read_text()
+    assert lab("reset", "radix_tree", "--yes", cwd=tmp_path).returncode == 0
+    assert "# my change" not in mine.read_text() and "# my change" in (mine.parent / "radix_cache.py.bak").read_text()
+    bad = lab("grade", "no_such_lab", cwd=tmp_path)
+    assert bad.returncode != 0 and "no lab named 'no_such_lab'" in bad.stderr
+
+
+@pytest.mark.slow
+def test_one_broken_line_shows_the_first_divergent_event_and_the_round_side_by_side(tmp_path, scenario_runs):
+    reference = scenario_runs("radix_cache").folder
+    assert lab("start", "radix_tree", cwd=tmp_path).returncode == 0
+    mine = tmp_path / "ws" / "radix_tree" / "radix_cache.py"
+    correct = (REPO / "minisgl/mem_cache/radix_cache.py").read_text()
+    broken = correct.replace("        heapq.heapify(leaves)\n", "        leaves.sort(reverse=True)\n")
+    assert broken != correct
+    mine.write_text(broken)
+    out = lab("grade", "radix_tree", "--reference-trace", reference, "--json", str(tmp_path / "results.json"),
+              cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    text = out.stdout
+    assert "unit tests: 7 of 8 passed" in text
+    assert "trace: FAIL" in text and "first divergence: event #" in text
+    assert "kv.free" in text and "expected" in text and "got" in text
+    svg = Path(text.split("the round drawn expected | got: ")[1].split()[0])
+    root = ET.parse(svg).getroot()
+    titles = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert any(t.startswith("expected") for t in titles) and any(t.startswith("got") for t in titles)
+    assert 'fill="#d00000"' in svg.read_text()  # the differing labels are marked
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert set(results) == {"score", "tests"} and len(results["tests"]) == 2
+    assert all({"name", "score", "max_score", "output"} <= set(t) for t in results["tests"])
+    assert results["score"] == sum(t["score"] for t in results["tests"]) < 100
+    # the engine's own component scores full marks through the same command
+    ref = lab("grade", "radix_tree", "--file", str(REPO / "minisgl/labs/catalog/radix_tree/reference.py"),
+              "--reference-trace", reference, cwd=tmp_path)
+    assert ref.returncode == 0 and "score: 100/100" in ref.stdout, ref.stdout + ref.stderr
+
+
+@pytest.mark.slow
+def test_a_crash_and_an_endless_loop_are_reported_not_inherited(tmp_path, scenario_runs):
+    import psutil
+
+    from minisgl.labs.catalog import get
+    from minisgl.labs.grade import run_trace
+
+    radix = get("radix_tree")
+    correct = (REPO / "minisgl/mem_cache/radix_cache.py").read_text()
+    crash = tmp_path / "crash.py"
+    crash.write_text(correct.replace("    def evict(self, num_tokens: int) -> list[torch.Tensor]:\n",
+                                     "    def evict(self, num_tokens: int) -> list[torch.Tensor]:\n"
+                                     "        raise KeyError('oops')\n"))
+    result = run_trace(radix, crash, tmp_path / "g1", reference_dir=scenario_runs("radix_cache").folder)
+    assert not result.ok and "your code raised in round" in result.summary and "KeyError" in result.summary
+    assert "def evict" in result.report or "evict" in result.report  # the traceback names the learner's frame
+    loop = tmp_path / "loop.py"
+    loop.write_text(correct.replace("    def match_prefix(self, key: list[int]) -> MatchResult:\n",
+                                    "    def match_prefix(self, key: list[int]) -> MatchResult:\n"
+                                    "        while True:\n            pass\n"))
+    before = {p.pid for p in psutil.process_iter()}
+    result = run_trace(radix, loop, tmp_path / "g2", timeout=60)
+    assert not result.ok and "did not finish" in result.summary
+    left = [p for p in psutil.process_iter() if p.pid not in before and "minisgl.labs.runner" in " ".join(
+        p.cmdline() if p.is_running() else [])]
+    assert not left
