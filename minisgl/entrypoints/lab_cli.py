@@ -67,7 +67,8 @@ def _list(args) -> int:
 
     for lab in all_labs():
         print(f"{lab.name:24} {lab.title}")
-        print(f"{'':24} lesson {lab.lesson} · scenario {lab.scenario} · SGLang: {lab.sglang.split(':')[0]}")
+        print(f"{'':24} lesson {lab.lesson} · scenario {lab.scenario}")
+        print(f"{'':24} SGLang: {lab.sglang}")
     return 0
 
 

@@ -113,45 +113,58 @@ def reference_trace(lab: Lab, reference_dir: Path | None):
 
 def run_trace(lab: Lab, learner: Path, out_dir: Path, reference_dir: Path | None = None,
               timeout: float = TRACE_TIMEOUT) -> TraceResult:
-    from minisgl.labs.side_by_side import write_side_by_side
     from minisgl.labs.trace_diff import first_divergence
     from tracer.reader import TraceError, load_trace
 
+    import shutil
+
     out_dir.mkdir(parents=True, exist_ok=True)
     trace_dir, report = out_dir / "trace", out_dir / "run.json"
-    if trace_dir.exists():
-        import shutil
-
-        shutil.rmtree(trace_dir)
+    shutil.rmtree(trace_dir, ignore_errors=True)
+    report.unlink(missing_ok=True)  # a report left by an earlier run must never speak for this one
     cmd = [sys.executable, "-m", "minisgl.labs.runner", lab.scenario, str(trace_dir), str(report)]
     child = run_child(cmd, lab_env(lab, learner), timeout)
     if child.code is None:
         return TraceResult(False, f"stopped after {timeout:.0f} s: your code did not finish (an endless loop?)",
                            output=child.output)
-    info = json.loads(report.read_text()) if report.exists() else {"ok": False, "kind": "crash",
-                                                                    "message": "the run died", "round": None}
+    if report.exists():
+        info = json.loads(report.read_text())
+    else:  # killed by a signal (a crash in native code, e.g. rows that disagree with their slots)
+        info = {"ok": False, "kind": "crash", "round": None,
+                "message": f"the engine process died (exit status {child.code}) without a Python error"}
     if info.get("kind") == "swap":
         return TraceResult(False, f"the engine cannot use your file: {info['message']}", output=child.output)
-    if not info.get("ok"):
-        where = f"in round {info['round']}" if info.get("round") is not None else "before the first round"
-        return TraceResult(False, f"your code raised {where}: {info['message']}",
-                           report=info.get("traceback", ""), output=child.output, details=info)
     expected = reference_trace(lab, reference_dir)
     try:
         got = load_trace(trace_dir)
     except TraceError as e:
-        return TraceResult(False, f"the run wrote no readable trace: {e}", output=child.output)
-    div = first_divergence(expected, got)
+        got = None
+        if info.get("ok"):
+            return TraceResult(False, f"the run wrote no readable trace: {e}", output=child.output)
+    div = first_divergence(expected, got) if got is not None else None
+    if not info.get("ok"):
+        where = f"in round {info['round']}" if info.get("round") is not None else "before the first round"
+        crash = TraceResult(False, f"your code raised {where}: {info['message']}",
+                            report=info.get("traceback", ""), output=child.output, details=info)
+        if div is not None and div.got is not None:  # the partial trace had already left the reference
+            crash.report = div.report() + "\n\n" + crash.report
+            crash.svg = _svg(expected, got, div, out_dir)
+        return crash
     if div is None:
         return TraceResult(True, f"your trace equals the reference trace ({len(got.events)} events)")
-    svg = None
-    if div.round is not None:
-        svg = write_side_by_side(expected, got, div.event, div.round,
-                                 f"first divergence: round {div.round}, {div.event}"
-                                 + (f" ({', '.join(div.fields)})" if div.fields else ""),
-                                 out_dir / f"divergence-round-{div.round}.svg")
     return TraceResult(False, f"your trace leaves the reference at event #{div.index} ({div.event})",
-                       report=div.report(), svg=svg, output=child.output)
+                       report=div.report(), svg=_svg(expected, got, div, out_dir), output=child.output)
+
+
+def _svg(expected, got, div, out_dir: Path) -> Path | None:
+    from minisgl.labs.side_by_side import write_side_by_side
+
+    if div.round is None:
+        return None
+    return write_side_by_side(expected, got, div.event, div.round,
+                              f"first divergence: round {div.round}, {div.event}"
+                              + (f" ({', '.join(div.fields)})" if div.fields else ""),
+                              out_dir / f"divergence-round-{div.round}.svg")
 
 
 @dataclass

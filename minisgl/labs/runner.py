@@ -9,12 +9,13 @@ import traceback
 from pathlib import Path
 
 
-def last_round(trace_dir: str) -> int | None:
+def current_round(trace_dir: str) -> int | None:
+    """The round the engine was in when it stopped: the highest round any event of the trace carries."""
     try:
         from tracer.reader import load_trace
 
-        rounds = load_trace(trace_dir).rounds()
-        return rounds[-1] if rounds else None
+        rounds = [ev.round for ev in load_trace(trace_dir).events if ev.round is not None]
+        return max(rounds) if rounds else None
     except Exception:  # no trace, or a cut one: the round is unknown
         return None
 
@@ -33,7 +34,7 @@ def main(argv: list[str]) -> int:
         out = {"ok": False, "kind": "swap", "message": str(e)}
     except Exception as e:  # the learner's code raised inside the engine
         out = {"ok": False, "kind": "crash", "message": f"{type(e).__name__}: {e}",
-               "traceback": traceback.format_exc(), "round": last_round(trace_dir)}
+               "traceback": traceback.format_exc(), "round": current_round(trace_dir)}
     Path(report).write_text(json.dumps(out), encoding="utf-8")
     return 0 if out["ok"] else 1
 
