@@ -46,7 +46,8 @@ class Course:
         needed: list[str] = []
         for src, text in pages.items():
             needed += self.facts.scenarios_of(page_slug(src))
-            needed += [ph.pos[0] for ph in self._placeholders(text) if ph.kind != "fact" and ph.pos]
+            needed += [ph.pos[0] for ph in self._placeholders(text)
+                       if ph.kind in ("figure", "events", "rows", "try") and ph.pos]
             needed += [ph.pos[0].split(":")[0] for ph in self._placeholders(text) if ph.kind == "fact"
                        and ph.pos and ":" in ph.pos[0]]
         self.traces.ensure(needed)
