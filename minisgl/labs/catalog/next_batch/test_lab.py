@@ -29,6 +29,7 @@ def step(eng: Engine):
 
 
 def rids(batch) -> list[str]:
+    assert batch is not None, "no batch ran this round (get_next_batch_to_run returned None)"
     return [r.rid for r in batch.reqs]
 
 
@@ -114,6 +115,8 @@ def test_a_mixed_batch_is_a_prefill_batch_its_decoders_come_back():
     assert batch.forward_mode.name == "MIXED" and sorted(rids(batch)) == ["A", "B"]
     assert eng.scheduler.running_batch.is_empty()  # A rode in the MIXED batch, out of running_batch
     batch = step(eng)  # the merge brings A back (B is still being chunked: it stays out)
-    assert "A" in rids(batch)
+    assert batch is not None and "A" in rids(batch), (
+        "A rode in last round's MIXED batch (forward_mode.is_extend() is true for it); the merge must bring "
+        "it back to running_batch")
     a = eng.scheduler.rid_to_req["A"]
     assert len(a.output_ids) == 4  # one token every round: A never missed a round
