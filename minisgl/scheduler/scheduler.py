@@ -87,6 +87,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
         batch = self.get_next_batch_to_run()
         self.cur_batch = batch
         if batch is not None:
+            self.trace_collector.batch_formed(batch)
             result = self.run_batch(batch)
             self.process_batch_result(batch, result)
             self.trace_collector.round_end()
@@ -194,8 +195,6 @@ class Scheduler(SchedulerOutputProcessorMixin):
         if batch is None and not self.running_batch.is_empty():
             self.running_batch = self.update_running_batch(self.running_batch)
             batch = None if self.running_batch.is_empty() else self.running_batch
-        if batch is not None:
-            self.trace_collector.batch_formed(batch)
         return batch
 
     def get_new_batch_prefill(self) -> ScheduleBatch | None:
