@@ -140,7 +140,10 @@ def _reset(args) -> int:
     ws = _ws(args)
     path = _learner(args, lab)
     if not args.yes:
-        answer = input(f"replace {path} with the starter (yours is kept as {path.name}.bak)? [y/N] ")
+        try:
+            answer = input(f"replace {path} with the starter (yours is kept as {path.name}.bak)? [y/N] ")
+        except EOFError:  # no terminal to ask: the safe answer
+            answer = ""
         if answer.strip().lower() not in ("y", "yes"):
             print("left as it was")
             return 1
