@@ -1,5 +1,6 @@
 """Aborts: a request aborted while it waits leaves at once; one aborted while it runs leaves at its next
-token, and every KV slot it held comes back."""
+token, and every KV slot it wrote goes to the radix tree as evictable cache (none is lost; a slot is freed
+only when the tree evicts it)."""
 
 from __future__ import annotations
 

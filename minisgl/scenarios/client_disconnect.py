@@ -1,5 +1,6 @@
 """A streaming client that goes away: the server notices the closed connection, sends AbortReq, and the
-scheduler lets the request go at its next token, giving back every KV slot."""
+scheduler lets the request go at its next token; the KV slots it wrote go to the radix tree as evictable
+cache (a slot is freed only when the tree evicts it)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def look_at(trace) -> Look:
 SCENARIO = Scenario(
     name="client_disconnect",
     title="A streaming client disconnects",
-    teaches="abort on disconnect: http.error 499, AbortReq over ZeroMQ, to_abort, the slots freed",
+    teaches="abort on disconnect: http.error 499, AbortReq over ZeroMQ, to_abort, its KV slots left to the "
+    "radix tree",
     lesson="limits-failures",
     flags={"max_total_tokens": 512},
     server=drive,
