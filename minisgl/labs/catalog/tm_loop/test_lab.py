@@ -18,18 +18,18 @@ from minisgl.labs.testing import component
 
 component("tm_wait_loop")  # installs your two functions on TokenizerManager (under `minisgl lab test`)
 
-from minisgl.scheduler.io_struct import (  # noqa: E402
+from minisgl.scheduler.io_struct import (
     AbortReq,
     BatchStrOutput,
     GetLoadReq,
     GetLoadReqOutput,
     TokenizedGenerateReqInput,
 )
-from minisgl.server.errors import RequestError  # noqa: E402
-from minisgl.server.port_args import PortArgs  # noqa: E402
-from minisgl.server.protocol import GenerateReqInput  # noqa: E402
-from minisgl.server.tokenizer_manager import EngineLimits, TokenizerManager  # noqa: E402
-from minisgl.server.zmq_io import PullReceiver, PushSender  # noqa: E402
+from minisgl.server.errors import RequestError
+from minisgl.server.port_args import PortArgs
+from minisgl.server.protocol import GenerateReqInput
+from minisgl.server.tokenizer_manager import EngineLimits, TokenizerManager
+from minisgl.server.zmq_io import PullReceiver, PushSender
 
 WAIT_S = 1.5  # how long a test waits for something your code should do at once
 
