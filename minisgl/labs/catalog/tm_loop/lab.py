@@ -17,8 +17,7 @@ LAB = Lab(
          "log with logger.exception. CancelledError is not an Exception, so shutdown still stops the task."),
         ("_wait_one_response: wrap the wait in asyncio.wait_for(state.event.wait(), timeout=DISCONNECT_POLL_S); "
          "on asyncio.TimeoutError check the client (request may be None) and `continue`. Forgetting "
-         "state.event.clear() makes the next wait return at once: the trace then shows extra http.sse_chunk "
-         "events with an empty delta."),
+         "state.event.clear() makes the next wait return at once, with no new piece to take."),
         ("After a wake: raise state.error if set; `pieces, state.out_list = state.out_list, []`; clear the event; "
          "`if not (state.finished or obj.stream): continue`. The delta is the pieces' deltas joined (several may "
          "have arrived in one wake), not state.text."),
