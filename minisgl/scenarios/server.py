@@ -66,8 +66,8 @@ def run_server(scenario: Scenario, trace_dir: str) -> Outcome:
         code = _stop(proc)
     if failed is not None:
         out.closed.wait(5)
-        raise RuntimeError(f"{type(failed).__name__}: {failed}\nthe server's last lines:\n" + "\n".join(out.tail)
-                           ) from failed
+        what = str(failed) if type(failed) is RuntimeError else f"{type(failed).__name__}: {failed}"
+        raise RuntimeError(f"{what}\nthe server's last lines:\n" + "\n".join(out.tail)) from failed
     if code != 0:
         raise RuntimeError(f"the server exited with status {code}; its last lines:\n" + "\n".join(out.tail))
     return Outcome(results=results or {})
