@@ -45,6 +45,7 @@ class _ServerOutput:
         self.trace_dir: str | None = None
         self.tail: deque[str] = deque(maxlen=20)
         self.ready = threading.Event()
+        self.closed = threading.Event()  # the whole output is read: tail holds the last lines
         threading.Thread(target=self._read, args=(proc,), daemon=True).start()
 
     def _read(self, proc: subprocess.Popen) -> None:
@@ -57,6 +58,7 @@ class _ServerOutput:
                 self.url = m.group(1)
                 self.ready.set()
         self.ready.set()  # the server exited: stop waiting
+        self.closed.set()
 
 
 def run(args: argparse.Namespace) -> int:

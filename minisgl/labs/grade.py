@@ -159,12 +159,16 @@ def run_trace(lab: Lab, learner: Path, out_dir: Path, reference_dir: Path | None
 def _svg(expected, got, div, out_dir: Path) -> Path | None:
     from minisgl.labs.side_by_side import write_side_by_side
 
-    if div.round is None:
-        return None
-    return write_side_by_side(expected, got, div.event, div.round,
-                              f"first divergence: round {div.round}, {div.event}"
-                              + (f" ({', '.join(div.fields)})" if div.fields else ""),
-                              out_dir / f"divergence-round-{div.round}.svg")
+    fields = f" ({', '.join(div.fields)})" if div.fields else ""
+    if div.round is not None:
+        return write_side_by_side(expected, got, div.event, div.round,
+                                  f"first divergence: round {div.round}, {div.event}{fields}",
+                                  out_dir / f"divergence-round-{div.round}.svg")
+    if div.rid is not None:  # an HTTP or TokenizerManager event: the request's lifecycle, expected beside got
+        return write_side_by_side(expected, got, div.event, None,
+                                  f"first divergence: request {div.rid}, {div.event}{fields}",
+                                  out_dir / f"divergence-{div.rid}.svg", rid=div.rid)
+    return None
 
 
 @dataclass

@@ -2,7 +2,8 @@
 differs between the two drawings in red.
 
 The view follows the event: admission events draw the admission view, cache events the radix tree, KV
-events the KV pool, anything else the round's batch. Both drawings come from the tracer's own diagram views
+events the KV pool, anything else the round's batch; an event of no round (HTTP, TokenizerManager) draws its
+request's lifecycle. Both drawings come from the tracer's own diagram views
 (Graphviz), so they read exactly like the lesson's figures.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import html
 import re
+from difflib import SequenceMatcher
 from pathlib import Path
 
 from tracer.diagrams import render_diagram
@@ -30,7 +32,13 @@ def view_for(event: str) -> str:
     return "round"
 
 
-def _draw(trace: Trace, view: str, round: int) -> str:
+def _draw(trace: Trace, view: str, round: int | None, rid: str | None = None) -> str:
+    if view == "lifecycle":  # an event of no round (HTTP, TokenizerManager): the request's whole journey
+        try:
+            out = render_diagram(trace, "lifecycle", "svg", rid=rid)
+        except TraceError:
+            return ""
+        return out.decode() if isinstance(out, bytes) else out
     if round not in trace.rounds():
         return ""
     try:
@@ -49,13 +57,20 @@ def _body(svg: str) -> tuple[str, float, float]:
     return body, w, h
 
 
-def mark_differences(a: str, b: str) -> tuple[str, str, int]:
-    """Colour the i-th <text> of each drawing red where the two drawings' i-th texts differ."""
+def mark_differences(a: str, b: str, by_position: bool = True) -> tuple[str, str, int]:
+    """Colour red the <text>s that differ: by position, the i-th text of each drawing where the two differ;
+    else (a lifecycle, whose layout shifts when one node changes) the texts outside their longest common
+    run."""
     ta, tb = TEXT.findall(a), TEXT.findall(b)
-    differ = {i for i in range(max(len(ta), len(tb)))
-              if i >= len(ta) or i >= len(tb) or ta[i][1] != tb[i][1]}
+    if by_position:
+        differ = {i for i in range(max(len(ta), len(tb)))
+                  if i >= len(ta) or i >= len(tb) or ta[i][1] != tb[i][1]}
+        differ_a = differ_b = differ
+    else:
+        differ_a, differ_b = _unmatched(ta, tb)
+        differ = differ_a | differ_b
 
-    def paint(svg: str) -> str:
+    def paint(svg: str, differ: set[int]) -> str:
         count = -1
 
         def one(m: re.Match) -> str:
@@ -68,13 +83,23 @@ def mark_differences(a: str, b: str) -> tuple[str, str, int]:
 
         return TEXT.sub(one, svg)
 
-    return paint(a), paint(b), len(differ)
+    return paint(a, differ_a), paint(b, differ_b), len(differ)
 
 
-def write_side_by_side(expected: Trace, got: Trace, event: str, round: int, summary: str, path: Path) -> Path:
-    view = view_for(event)
-    a, b = _draw(expected, view, round), _draw(got, view, round)
-    a, b, _ = mark_differences(a, b)
+def _unmatched(ta: list[tuple[str, str]], tb: list[tuple[str, str]]) -> tuple[set[int], set[int]]:
+    """The texts of each drawing outside the longest common run of texts of the two, in drawing order."""
+    ops = SequenceMatcher(None, [t for _, t in ta], [t for _, t in tb], autojunk=False).get_opcodes()
+    a = {i for tag, i1, i2, _, _ in ops if tag != "equal" for i in range(i1, i2)}
+    b = {j for tag, _, _, j1, j2 in ops if tag != "equal" for j in range(j1, j2)}
+    return a, b
+
+
+def write_side_by_side(expected: Trace, got: Trace, event: str, round: int | None, summary: str, path: Path,
+                       rid: str | None = None) -> Path:
+    """Draw `round`; with no round (an HTTP or TokenizerManager event), the lifecycle of request `rid`."""
+    view = view_for(event) if round is not None else "lifecycle"
+    a, b = _draw(expected, view, round, rid), _draw(got, view, round, rid)
+    a, b, _ = mark_differences(a, b, by_position=view != "lifecycle")
     parts, x, height = [], 0.0, 0.0
     for title, svg in (("expected (the engine's own component)", a), ("got (your component)", b)):
         if svg:
@@ -87,7 +112,8 @@ def write_side_by_side(expected: Trace, got: Trace, event: str, round: int, summ
             parts.append(re.sub(r"^<svg\b", f'<svg x="{x}" y="34"', body, count=1))
         else:
             parts.append(f'<text x="{x + 8}" y="60" font-family="sans-serif" font-size="13">'
-                         f'(no round {round} in this trace)</text>')
+                         f'({"no round " + str(round) if round is not None else "no request " + str(rid)} '
+                         f'in this trace)</text>')
         x += w + 24
         height = max(height, h)
     note = (f'<text x="8" y="{height + 60}" font-family="monospace" font-size="13" fill="{RED}">'

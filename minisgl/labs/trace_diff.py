@@ -34,6 +34,13 @@ class Divergence:
         return None
 
     @property
+    def rid(self) -> str | None:
+        for rec in (self.expected, self.got):
+            if rec is not None and isinstance(rec.get("rid"), str):
+                return rec["rid"]
+        return None
+
+    @property
     def event(self) -> str:
         rec = self.expected or self.got or {}
         return rec.get("name", "?")
@@ -46,7 +53,13 @@ class Divergence:
         return rec.get(path)
 
     def report(self) -> str:
-        where = f"round {self.round}" if self.round is not None else "before the first round"
+        proc = (self.expected or self.got or {}).get("proc")
+        if self.round is not None:
+            where = f"round {self.round}"
+        elif proc in ("tokenizer_manager", "detokenizer"):  # their events belong to requests, not to rounds
+            where = f"the {proc} process"
+        else:
+            where = "before the first round"
         lines = [f"first divergence: event #{self.index} ({where}), {self.event}"]
         if self.got is None:
             lines.append("  your trace ends here; the reference goes on with:")

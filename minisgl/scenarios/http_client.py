@@ -43,7 +43,10 @@ def wait_idle(url: str, timeout: float = 120) -> dict[str, Any]:
     """Poll /health until nothing runs or waits (an aborted request has been let go)."""
     deadline = time.monotonic() + timeout
     while True:
-        load = httpx.get(f"{url}/health", timeout=30).json()["load"]
+        resp = httpx.get(f"{url}/health", timeout=30)
+        if resp.status_code != 200:  # e.g. the TokenizerManager no longer hears the scheduler's replies
+            raise RuntimeError(f"GET /health answered {resp.status_code}: {resp.text[:500]}")
+        load = resp.json()["load"]
         if load["num_running_reqs"] == 0 and load["num_waiting_reqs"] == 0:
             return load
         if time.monotonic() > deadline:

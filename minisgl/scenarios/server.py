@@ -53,13 +53,21 @@ def run_server(scenario: Scenario, trace_dir: str) -> Outcome:
         bufsize=1,
     )
     out = _ServerOutput(proc)
+    failed: Exception | None = None
     try:
         out.ready.wait(READY_TIMEOUT)
         if out.url is None:
             raise RuntimeError("the server did not become ready; its last lines:\n" + "\n".join(out.tail))
-        results = scenario.server(out.url)
+        try:
+            results = scenario.server(out.url)
+        except Exception as e:  # noqa: BLE001  (whatever the client saw, the server says why)
+            failed = e
     finally:
         code = _stop(proc)
+    if failed is not None:
+        out.closed.wait(5)
+        what = str(failed) if type(failed) is RuntimeError else f"{type(failed).__name__}: {failed}"
+        raise RuntimeError(f"{what}\nthe server's last lines:\n" + "\n".join(out.tail)) from failed
     if code != 0:
         raise RuntimeError(f"the server exited with status {code}; its last lines:\n" + "\n".join(out.tail))
     return Outcome(results=results or {})
