@@ -177,7 +177,7 @@ def _grade(args) -> int:
         if g.trace.report:
             print(g.trace.report)
         if g.trace.svg is not None:
-            print(f"the round drawn expected | got: {g.trace.svg}")
+            print(f"drawn expected | got: {g.trace.svg}")
         print(f"score: {g.score:g}/100\n")
     if args.json:
         _write_results(args.json, grades, [lab for lab in all_labs() if lab not in labs] if args.all else [])

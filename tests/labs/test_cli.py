@@ -58,7 +58,7 @@ def test_one_broken_line_shows_the_first_divergent_event_and_the_round_side_by_s
     assert "unit tests: 7 of 8 passed" in text
     assert "trace: FAIL" in text and "first divergence: event #" in text
     assert "kv.free" in text and "expected" in text and "got" in text
-    svg = Path(text.split("the round drawn expected | got: ")[1].split()[0])
+    svg = Path(text.split("drawn expected | got: ")[1].split()[0])
     root = ET.parse(svg).getroot()
     titles = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")]
     assert any(t.startswith("expected") for t in titles) and any(t.startswith("got") for t in titles)
