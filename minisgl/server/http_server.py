@@ -203,6 +203,7 @@ async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: Engi
         asyncio.create_task(_announce_when_ready(server, http_args.host, served_model_name, processes),
                             name="announce"),
     ]
+    tasks[0].add_done_callback(lambda task: _loop_ended(task, tokenizer_manager, server, outcome))
     try:
         await server.serve()
     finally:
@@ -211,6 +212,21 @@ async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: Engi
         await asyncio.gather(*tasks, return_exceptions=True)
         tokenizer_manager.close()
     return outcome["exit_code"]
+
+
+def _loop_ended(task: asyncio.Task, tokenizer_manager: TokenizerManager, server: uvicorn.Server,
+                outcome: dict[str, int]) -> None:
+    """handle_loop runs until shutdown; if it stops on its own no reply can reach a waiter again: answer
+    everyone with 503 and shut down (exit status 1), instead of letting each request wait for its timeout."""
+    if task.cancelled() or server.should_exit:
+        return
+    exc = task.exception()
+    reason = "the TokenizerManager's handle_loop stopped" + (f": {type(exc).__name__}: {exc}" if exc else "")
+    print(f"minisgl serve: error: {reason}; failing every request with 503 and shutting down",
+          file=sys.stderr, flush=True)
+    tokenizer_manager.fail_all(reason)
+    outcome["exit_code"] = 1
+    server.should_exit = True
 
 
 async def _watchdog(processes: EngineProcesses, tokenizer_manager: TokenizerManager, server: uvicorn.Server,
