@@ -63,10 +63,16 @@ def test_each_lesson_is_built_in_both_languages_with_the_same_figures(built_site
 def test_every_internal_link_and_anchor_resolves(built_site: Path):
     pages = sorted(built_site.rglob("*.html"))
     cache: dict[Path, _Page] = {}
+
+    def page_of(path: Path) -> _Page:
+        if path not in cache:
+            cache[path] = parsed(path)
+        return cache[path]
+
     broken = []
     for page in pages:
         url = "/" + page.relative_to(built_site).as_posix()
-        for href in parsed(page).links:
+        for href in page_of(page).links:
             target = urlparse(urljoin(url, href))
             if target.scheme or target.netloc:
                 continue  # outside the site (SGLang's source on GitHub, ...)
@@ -77,7 +83,7 @@ def test_every_internal_link_and_anchor_resolves(built_site: Path):
                 broken.append(f"{url}: {href} (no such page)")
                 continue
             if target.fragment and path.suffix == ".html":
-                ids = cache.setdefault(path, parsed(path)).ids
+                ids = page_of(path).ids
                 if unquote(target.fragment) not in ids:
                     broken.append(f"{url}: {href} (no anchor {target.fragment!r})")
     assert not broken, "\n".join(broken[:40])
