@@ -69,18 +69,21 @@ def run_tests(lab: Lab, learner: Path | None, timeout: float = TEST_TIMEOUT) -> 
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:textual-snapshot",
                "-o", "addopts=", f"--junitxml={junit}", "--rootdir", str(lab.folder), str(lab.tests)]
         child = run_child(cmd, lab_env(lab, learner), timeout)
-        result = TestResult(output=child.output, timed_out=child.code is None)
-        if junit.exists():
-            for case in ET.parse(junit).getroot().iter("testcase"):
-                bad = any(c.tag in ("failure", "error") for c in case)
-                skipped = any(c.tag == "skipped" for c in case)
-                if bad:
-                    result.failed += 1
-                elif not skipped:
-                    result.passed += 1
-        if result.total == 0:
-            result.failed = 1  # nothing ran: an import error, a collection error or the time limit
-        return result
+        passed, failed = junit_counts(junit)
+        return TestResult(passed, failed, child.output, timed_out=child.code is None)
+
+
+def junit_counts(junit: Path) -> tuple[int, int]:
+    """(passed, failed) of a pytest JUnit XML report; (0, 1) when nothing ran (an import or collection
+    error, or the time limit), so a file that does not even load never counts as passing."""
+    passed = failed = 0
+    if junit.exists():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            if any(c.tag in ("failure", "error") for c in case):
+                failed += 1
+            elif not any(c.tag == "skipped" for c in case):
+                passed += 1
+    return (passed, failed) if passed + failed else (0, 1)
 
 
 @dataclass

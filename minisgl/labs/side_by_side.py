@@ -33,18 +33,16 @@ def view_for(event: str) -> str:
 
 
 def _draw(trace: Trace, view: str, round: int | None, rid: str | None = None) -> str:
-    if view == "lifecycle":  # an event of no round (HTTP, TokenizerManager): the request's whole journey
-        try:
-            out = render_diagram(trace, "lifecycle", "svg", rid=rid)
-        except TraceError:
-            return ""
-        return out.decode() if isinstance(out, bytes) else out
-    if round not in trace.rounds():
+    """The view as SVG text; "" when the trace cannot draw it. A round view that cannot draw this round (no
+    admission in it, ...) falls back to the round's batch; a lifecycle (an event of no round: HTTP,
+    TokenizerManager) draws the request's whole journey."""
+    if view != "lifecycle" and round not in trace.rounds():
         return ""
     try:
-        out = render_diagram(trace, view, "svg", round=round)
-    except TraceError:  # a view that cannot draw this round (no admission in it, ...): the round's batch
-        return "" if view == "round" else _draw(trace, "round", round)
+        out = render_diagram(trace, view, "svg", rid=rid if view == "lifecycle" else None,
+                             round=None if view == "lifecycle" else round)
+    except TraceError:
+        return "" if view in ("round", "lifecycle") else _draw(trace, "round", round)
     return out.decode() if isinstance(out, bytes) else out
 
 

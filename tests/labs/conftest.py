@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -35,12 +34,6 @@ def run_lab_tests(lab, learner: Path, tmp_path: Path) -> tuple[int, int]:
         # `except zmq.Again` does not catch.)
         for name in set(sys.modules) - before:
             del sys.modules[name]
-    passed = failed = 0
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        if any(c.tag in ("failure", "error") for c in case):
-            failed += 1
-        elif not any(c.tag == "skipped" for c in case):
-            passed += 1
-    if passed + failed == 0:
-        failed = 1  # nothing ran: the file did not even import
-    return passed, failed
+    from minisgl.labs.grade import junit_counts
+
+    return junit_counts(junit)

@@ -13,49 +13,28 @@ The lesson page that explains it: lessons/docs/lessons/detokenizer.md ("Holding 
 You write three functions: take_complete_text (the offsets and the UTF-8 hold-back), apply_stop_strings
 (the stop-string trim and its hold-back) and decode_incremental (one step, using both). Only
 decode_incremental is what the engine calls; the other two are how the reference splits the work, and the
-hints follow that split. The small string helpers below are given.
+hints follow that split. Three small string helpers are given (imported below).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-# The engine's state and result types: the manager creates the DecodeStatus, the tracer reads the DecodeStep.
+# The engine's state and result types (the manager creates the DecodeStatus, the tracer reads the DecodeStep),
+# and three small string helpers, given:
+#   ends_mid_character(text)         a trailing U+FFFD: the text stops inside a UTF-8 character, so wait
+#   find_stop(text, stop_strs)       index of the earliest stop string in text, or -1
+#   stop_prefix_len(text, stop_strs) length of the longest tail of text that could still grow into a stop string
 from minisgl.detokenizer.incremental import (  # noqa: F401
     REPLACEMENT_CHAR,
     DecodeStatus,
     DecodeStep,
     HeldBack,
     Tokenizer,
+    ends_mid_character,
+    find_stop,
+    stop_prefix_len,
 )
-
-# ---- given helpers ---------------------------------------------------------------------------------------
-
-
-def ends_mid_character(text: str) -> bool:
-    """Byte-level decoders render an unfinished UTF-8 sequence as U+FFFD; a trailing one means "wait"."""
-    return text.endswith(REPLACEMENT_CHAR)
-
-
-def find_stop(text: str, stop_strs: Sequence[str]) -> int:
-    """Index of the earliest occurrence of any stop string in `text`, or -1."""
-    hits = [i for i in (text.find(s) for s in stop_strs) if i >= 0]
-    return min(hits, default=-1)
-
-
-def stop_prefix_len(text: str, stop_strs: Sequence[str]) -> int:
-    """Length of the longest tail of `text` that is a proper prefix of some stop string.
-
-    That tail could still grow into a stop string, so it must not be sent yet.
-    """
-    longest = 0
-    for stop in stop_strs:
-        for k in range(min(len(stop) - 1, len(text)), longest, -1):
-            if text.endswith(stop[:k]):
-                longest = k
-                break
-    return longest
-
 
 # ---- yours -----------------------------------------------------------------------------------------------
 
