@@ -41,4 +41,7 @@ class DetokenizerManager:
             completion_tokens=list(recv.completion_tokens),
             cached_tokens=list(recv.cached_tokens),
             max_new_tokens=list(recv.max_new_tokens),
+            output_token_logprobs_val=list(recv.output_token_logprobs_val),
+            output_top_logprobs_val=list(recv.output_top_logprobs_val),
+            output_top_logprobs_idx=list(recv.output_top_logprobs_idx),
         )

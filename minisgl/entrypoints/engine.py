@@ -3,6 +3,7 @@
     engine = Engine(dtype="float32", max_total_tokens=4096)
     engine.generate("The capital of France is", {"max_new_tokens": 8, "temperature": 0})
     engine.generate([{"role": "user", "content": "Hi!"}])          # chat messages
+    engine.generate("Hi", return_logprob=True, top_logprobs_num=5)  # + output_token_logprobs, output_top_logprobs
     for chunk in engine.generate("Once upon", stream=True): ...   # text deltas
 
 Its front end is the server's: a TokenizerManagerCore tokenizes and validates each GenerateReqInput and files
@@ -19,13 +20,15 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from pydantic import ValidationError
+
 from minisgl.detokenizer.detokenizer_manager import DetokenizerManager
 from minisgl.labs.swap import apply_from_env
 from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
 from minisgl.scheduler.io_struct import AbortReq, TokenizedGenerateReqInput
 from minisgl.scheduler.scheduler import Scheduler
-from minisgl.server.errors import RequestError
+from minisgl.server.errors import RequestError, format_validation_error
 from minisgl.server.inproc_io import InProcessQueue
 from minisgl.server.protocol import GenerateReqInput
 from minisgl.server.tokenizer_manager_core import ReqState, TokenizerManagerCore, refusal
@@ -61,11 +64,17 @@ class Engine:
     # ---- public API -------------------------------------------------------------------------------
     def generate(self, prompt: Any = None, sampling_params: dict | list[dict] | None = None, *,
                  input_ids: list[int] | list[list[int]] | None = None, stream: bool = False,
-                 rid: str | list[str] | None = None):
+                 rid: str | list[str] | None = None, return_logprob: bool = False, top_logprobs_num: int = 0,
+                 return_text_in_logprobs: bool = False):
         """prompt: a string, chat messages (a list of {"role", "content"}), or a list of either.
         Returns one result dict per prompt (a list for a list), or an iterator of deltas if stream.
+        With return_logprob (SGLang's arguments), each result or delta also has output_token_logprobs, a
+        (logprob, token id, text or None) per output token, and output_top_logprobs, the top_logprobs_num
+        most likely at each position; logprobs are of the raw logits, whatever the temperature.
         A request the engine refuses raises ValueError (RequestError, with the message a server would send)."""
-        objs, single = self._make_requests(prompt, input_ids, sampling_params, rid, stream)
+        logprob_args = {"return_logprob": return_logprob, "top_logprobs_num": top_logprobs_num,
+                        "return_text_in_logprobs": return_text_in_logprobs}
+        objs, single = self._make_requests(prompt, input_ids, sampling_params, rid, stream, logprob_args)
         if stream:
             if not single:
                 raise ValueError("stream=True takes a single prompt")
@@ -133,10 +142,13 @@ class Engine:
                   "finish_reason": state.meta_info["finish_reason"], "usage": _usage(state.meta_info)}
         if state.meta_info["warning"]:
             result["warning"] = state.meta_info["warning"]
+        if state.obj.return_logprob:
+            result["output_token_logprobs"] = state.output_token_logprobs
+            result["output_top_logprobs"] = state.output_top_logprobs
         return result
 
     # ---- internals --------------------------------------------------------------------------------
-    def _make_requests(self, prompt, input_ids, sampling_params, rid, stream: bool
+    def _make_requests(self, prompt, input_ids, sampling_params, rid, stream: bool, logprob_args: dict[str, Any]
                        ) -> tuple[list[GenerateReqInput], bool]:
         """The GenerateReqInput of each prompt, and whether a single prompt (not a list) was given."""
         if (prompt is None) == (input_ids is None):
@@ -153,8 +165,12 @@ class Engine:
             raise ValueError("sampling_params and rid lists must have one entry per prompt")
         if len(set(rids)) != len(rids) or any(r in self.tokenizer_manager.rid_to_state for r in rids):
             raise RequestError(f"duplicate request id in {rids}", param="rid")
-        objs = [GenerateReqInput(rid=r, sampling_params=dict(p), stream=stream, **x)
-                for x, p, r in zip(inputs, params, rids)]
+        try:
+            objs = [GenerateReqInput(rid=r, sampling_params=dict(p), stream=stream, **logprob_args, **x)
+                    for x, p, r in zip(inputs, params, rids)]
+        except ValidationError as e:
+            err = format_validation_error(e).error
+            raise RequestError(err.message, param=err.param) from None
         return objs, single
 
     def _stream(self, obj: GenerateReqInput) -> Iterator[dict]:
@@ -168,8 +184,12 @@ class Engine:
                     if error is not None:
                         raise error
                     reason = meta["finish_reason"]
-                    yield {"rid": obj.rid, "text": piece["delta"], "output_ids": piece["output_ids"],
-                           "finish_reason": reason, "usage": _usage(meta) if reason else None}
+                    delta = {"rid": obj.rid, "text": piece["delta"], "output_ids": piece["output_ids"],
+                             "finish_reason": reason, "usage": _usage(meta) if reason else None}
+                    if obj.return_logprob:
+                        delta["output_token_logprobs"] = piece["output_token_logprobs"]
+                        delta["output_top_logprobs"] = piece["output_top_logprobs"]
+                    yield delta
                 if state.finished:
                     return
                 self.step()

@@ -23,7 +23,7 @@ def _is_real(x: Any) -> bool:
 class SamplingParams:
     """How one request picks its next tokens and when it stops; same field names as SGLang."""
 
-    max_new_tokens: int = 128
+    max_new_tokens: int | None = 128  # None: until the context is full (the OpenAI endpoints' default)
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
@@ -37,8 +37,8 @@ class SamplingParams:
 
     def verify(self) -> None:
         """Raise ValueError naming the field, its value and the allowed range on the first bad field."""
-        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
-            _bad("max_new_tokens", self.max_new_tokens, "an integer >= 1")
+        if self.max_new_tokens is not None and (not _is_int(self.max_new_tokens) or self.max_new_tokens < 1):
+            _bad("max_new_tokens", self.max_new_tokens, "null (up to the context length) or an integer >= 1")
         if not _is_real(self.temperature) or not math.isfinite(self.temperature) or self.temperature < 0:
             _bad("temperature", self.temperature, "a finite number >= 0 (0 means greedy)")
         if not _is_real(self.top_p) or not 0 < self.top_p <= 1:

@@ -18,6 +18,8 @@ class TokenizedGenerateReqInput:
     input_ids: list[int]
     sampling_params: dict[str, Any]  # SamplingParams fields; checked by the scheduler
     stream: bool = False
+    return_logprob: bool = False  # send each output token's log-probability back
+    top_logprobs_num: int = 0  # and this many most likely tokens at each position
 
 
 @dataclass
@@ -64,7 +66,10 @@ class BatchTokenIDOutput:
     completion_tokens: list[int]
     cached_tokens: list[int]
     max_new_tokens: list[int]  # after clamping to the context: a caller can tell the clamp happened
-    output_logprobs: list[list[float]] = field(default_factory=list)
+    # of the same tokens, for requests with return_logprob (empty lists for the others), as SGLang names them
+    output_token_logprobs_val: list[list[float]] = field(default_factory=list)
+    output_top_logprobs_val: list[list[list[float]]] = field(default_factory=list)  # per token, best first
+    output_top_logprobs_idx: list[list[list[int]]] = field(default_factory=list)  # their token ids
 
 
 @dataclass
@@ -77,3 +82,6 @@ class BatchStrOutput:
     completion_tokens: list[int]
     cached_tokens: list[int]
     max_new_tokens: list[int] = field(default_factory=list)  # as the scheduler runs it (clamped to the context)
+    output_token_logprobs_val: list[list[float]] = field(default_factory=list)  # passed on from BatchTokenIDOutput
+    output_top_logprobs_val: list[list[list[float]]] = field(default_factory=list)
+    output_top_logprobs_idx: list[list[list[int]]] = field(default_factory=list)

@@ -21,12 +21,12 @@ class SchedulerOutputProcessorMixin:
             self.process_batch_result_prefill(batch, result)
 
     def process_batch_result_prefill(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
-        for req, next_id, logprob in zip(batch.reqs, result.next_token_ids, result.logprobs):
+        for i, req in enumerate(batch.reqs):
             if req is self.chunked_req:
                 # an intermediate chunk: its last row is not the prompt's end, so no token is taken
                 self.cache_manager.cache_unfinished_req(req)
                 continue
-            self._append_token(req, next_id, logprob)
+            self._append_token(req, result, i)
             if req.finished():
                 self.cache_manager.cache_finished_req(req)
             elif req not in batch.decoding_reqs:
@@ -35,24 +35,28 @@ class SchedulerOutputProcessorMixin:
         self.stream_output(batch.reqs)
 
     def process_batch_result_decode(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
-        for req, next_id, logprob in zip(batch.reqs, result.next_token_ids, result.logprobs):
-            self._append_token(req, next_id, logprob)
+        for i, req in enumerate(batch.reqs):
+            self._append_token(req, result, i)
             if req.finished():
                 self.cache_manager.cache_finished_req(req)
         self.trace_collector.results_processed()
         self.stream_output(batch.reqs)
         batch.filter_batch()  # finished requests leave running_batch now, not next round
 
-    def _append_token(self, req: Req, next_id: int, logprob: float) -> None:
-        req.output_ids.append(next_id)
-        req.output_logprobs.append(logprob)
+    def _append_token(self, req: Req, result: GenerationBatchResult, i: int) -> None:
+        """Take the i-th request's token from the round's result, with its logprob (and the top ones if asked)."""
+        req.output_ids.append(result.next_token_ids[i])
+        req.output_logprobs.append(result.logprobs[i])
+        if req.top_logprobs_num > 0:
+            req.output_top_logprobs_val.append(result.top_logprobs_val[i])
+            req.output_top_logprobs_idx.append(result.top_logprobs_idx[i])
         req.check_finished(self.tokenizer)
         self.trace_collector.output_appended(req)
 
     def stream_output(self, reqs: list[Req]) -> None:
         """Send new tokens: on finish, and for streaming requests every --stream-interval tokens."""
         interval = self.server_args.stream_interval
-        out = BatchTokenIDOutput([], [], [], [], [], [], [], [], [])
+        out = BatchTokenIDOutput([], [], [], [], [], [], [], [], [], [], [], [])
         for req in reqs:
             if req is self.chunked_req:
                 continue
@@ -62,7 +66,10 @@ class SchedulerOutputProcessorMixin:
                 continue
             out.rids.append(req.rid)
             out.output_ids.append(req.output_ids[req.send_token_offset:])
-            out.output_logprobs.append(req.output_logprobs[req.send_token_offset:])
+            sent = req.send_token_offset if req.return_logprob else n_out  # logprobs only to those who ask
+            out.output_token_logprobs_val.append(req.output_logprobs[sent:])
+            out.output_top_logprobs_val.append(req.output_top_logprobs_val[sent:])
+            out.output_top_logprobs_idx.append(req.output_top_logprobs_idx[sent:])
             req.send_token_offset = n_out
             out.finished_reasons.append(req.finished_reason.to_json() if req.finished() else None)
             out.skip_special_tokens.append(req.sampling_params.skip_special_tokens)

@@ -18,7 +18,8 @@ _EMPTY = torch.empty(0, dtype=torch.int64)
 
 class Req:
     def __init__(self, rid: str, origin_input_ids: list[int], sampling_params: SamplingParams,
-                 eos_token_ids: set[int], stream: bool = False, input_text: str | None = None):
+                 eos_token_ids: set[int], stream: bool = False, input_text: str | None = None,
+                 return_logprob: bool = False, top_logprobs_num: int = 0):
         self.rid = rid
         self.origin_input_text = input_text
         self.origin_input_ids = origin_input_ids
@@ -26,7 +27,11 @@ class Req:
         self.eos_token_ids = eos_token_ids
         self.stream = stream
         self.output_ids: list[int] = []
-        self.output_logprobs: list[float] = []
+        self.output_logprobs: list[float] = []  # of each output token, under the raw logits
+        self.return_logprob = return_logprob  # whether they go back to the client
+        self.top_logprobs_num = top_logprobs_num
+        self.output_top_logprobs_val: list[list[float]] = []  # per output token, when top_logprobs_num > 0
+        self.output_top_logprobs_idx: list[list[int]] = []
 
         # this round: tokens whose KV exists once it runs, what is already cached, what is new
         self.fill_ids: list[int] = []

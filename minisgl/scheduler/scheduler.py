@@ -135,12 +135,14 @@ class Scheduler(SchedulerOutputProcessorMixin):
                 f"{self.token_to_kv_pool.size} slots) and one output token needs room",
             )
         asked = params.max_new_tokens
-        if n + asked > self.max_req_len:
+        if asked is None:  # "until the context is full"
+            params.max_new_tokens = self.max_req_len - n
+        elif n + asked > self.max_req_len:
             params.max_new_tokens = self.max_req_len - n
             logger.warning("rid %s: max_new_tokens %d clamped to %d (prompt %d + output must fit %d)",
                            recv_req.rid, asked, params.max_new_tokens, n, self.max_req_len)
         req = Req(recv_req.rid, list(recv_req.input_ids), params, self.eos_token_ids, recv_req.stream,
-                  recv_req.input_text)
+                  recv_req.input_text, recv_req.return_logprob, recv_req.top_logprobs_num)
         self.rid_to_req[req.rid] = req
         self.waiting_queue.append(req)
         self.trace_collector.req_created(req, asked)

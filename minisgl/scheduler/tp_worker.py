@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from minisgl.layers.logprobs import get_top_logprobs
 from minisgl.layers.sampler import Sampler
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 from minisgl.model_executor.model_runner import ModelRunner
@@ -20,8 +21,10 @@ from minisgl.scheduler.trace_collector import SchedulerTraceCollector
 @dataclass
 class GenerationBatchResult:
     next_token_ids: list[int]  # one per request in the batch
-    logprobs: list[float]
+    logprobs: list[float]  # of each next token under the raw logits
     forward_time: float  # seconds spent in the model's forward
+    top_logprobs_val: list[list[float]] | None = None  # per request, its top_logprobs_num best; None if nobody asked
+    top_logprobs_idx: list[list[int]] | None = None
 
 
 class TpModelWorker:
@@ -39,6 +42,11 @@ class TpModelWorker:
         forward_time = time.perf_counter() - t0
         self.trace_collector.forward_end(batch, forward_time)
         params = [r.sampling_params for r in batch.reqs]
+        result = GenerationBatchResult([], [], forward_time)
         with torch.inference_mode():
+            top_nums = [r.top_logprobs_num for r in batch.reqs]
+            if any(top_nums):  # only for requests that ask, from the same raw logits the sampler reads
+                result.top_logprobs_val, result.top_logprobs_idx = get_top_logprobs(logits, top_nums)
             next_ids, logprobs = self.sampler(logits, params, [len(r.output_ids) for r in batch.reqs])
-        return GenerationBatchResult(next_ids.tolist(), logprobs.tolist(), forward_time)
+        result.next_token_ids, result.logprobs = next_ids.tolist(), logprobs.tolist()
+        return result

@@ -75,9 +75,9 @@ class SchedulerTraceCollector:
         tracer.round = self.sched.forward_ct + 1  # events from here on belong to the next batch that runs
 
     @hook
-    def req_created(self, req: Req, asked_max_new_tokens: int) -> None:
+    def req_created(self, req: Req, asked_max_new_tokens: int | None) -> None:
         attrs = {}
-        if asked_max_new_tokens != req.sampling_params.max_new_tokens:
+        if asked_max_new_tokens is not None and asked_max_new_tokens != req.sampling_params.max_new_tokens:
             attrs["max_new_tokens_clamped"] = {"from": asked_max_new_tokens, "to": req.sampling_params.max_new_tokens}
         tracer.event("sched.req_created", rid=req.rid, type="Req", input_len=len(req.origin_input_ids),
                      sampling_params=req.sampling_params.to_dict(), **attrs)

@@ -87,7 +87,7 @@ def _param_path(loc: tuple[int | str, ...]) -> str | None:
 def format_validation_error(exc: ValidationError) -> ErrorResponse:
     """One clear message for the first bad field, naming it in `param`.
 
-    A union field fails once per member: the deepest failure is where the input really went wrong, a
+    A field the model does not define gets OpenAI's own message for it. A union field fails once per member: the deepest failure is where the input really went wrong, a
     broken rule beats "wrong type" from members that never matched, and what is left is joined with "or".
     """
     errors = exc.errors()
@@ -102,4 +102,6 @@ def format_validation_error(exc: ValidationError) -> ErrorResponse:
             messages.append(msg)
     joined = messages[0] + "".join(f" or {m.removeprefix('Input should be ')}" for m in messages[1:])
     param = _param_path(deepest)
+    if param and all(error["type"] == "extra_forbidden" for error in here):  # OpenAI's words for it
+        return ErrorResponse.make(f"Unrecognized request argument supplied: {param}", param=param)
     return ErrorResponse.make(f"{param}: {joined}" if param else joined, param=param)

@@ -1,6 +1,7 @@
 """The OpenAI API subset minisgl serves, as pydantic models with SGLang's names: what every endpoint shares.
 
-Requests are strict about types ("0.5" is not a number) but ignore unknown fields, as OpenAI does. Each
+Requests are strict about types ("0.5" is not a number) and refuse unknown fields, as OpenAI does; the fields
+minisgl knows but does not support, and the ones SGLang's router adds, are in protocol_fields.py. Each
 endpoint's own shapes live beside this module (protocol_chat.py, protocol_completion.py), the error body in
 errors.py; `GenerateReqInput` here is what all of them become before the engine sees a request.
 """
@@ -11,9 +12,10 @@ import time
 import uuid
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from minisgl.sampling.sampling_params import MAX_SEED, MAX_STOP_STRS
+from minisgl.server.protocol_fields import RequestModel, RouterFields, SGLangUnsupportedFields, refusing
 
 FinishReason = Literal["stop", "length", "abort"]
 StopStr = Annotated[str, Field(min_length=1)]
@@ -28,18 +30,17 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-class RequestModel(BaseModel):
-    """Base for what clients send: strict types so mistakes fail loudly, unknown fields dropped."""
-
-    model_config = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat's top_logprobs (completions allow 5)
 
 
 class StreamOptions(RequestModel):
     include_usage: bool = False
+    include_obfuscation: bool | None = None  # accepted: minisgl never pads chunks, so there is nothing to turn off
 
 
-class SamplingRequest(RequestModel):
-    """Fields shared by chat and text completions. None means "not given": the engine default applies."""
+class SamplingRequest(SGLangUnsupportedFields, RouterFields):
+    """Fields shared by chat and text completions. None means "not given": the engine default applies, except
+    max_tokens, which then runs to a stop token or the end of the context, as OpenAI does."""
 
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
@@ -54,10 +55,15 @@ class SamplingRequest(RequestModel):
     n: int = 1
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
-    user: str | None = None
+    user: str | None = None  # accepted: it names the end user to OpenAI and changes nothing in the answer
+    logit_bias: Any = None
+    # SGLang's extensions
     ignore_eos: bool | None = None
     skip_special_tokens: bool | None = None
+    stop_token_ids: list[TokenId] | None = Field(default=None, max_length=MAX_STOP_STRS)
     rid: str | None = Field(default=None, min_length=1, max_length=256)  # SGLang's: the client names its request
+
+    check_openai_unsupported = refusing("logit_bias")
 
     @field_validator("top_k")
     @classmethod
@@ -82,13 +88,15 @@ class SamplingRequest(RequestModel):
 
 
 def to_sampling_params_dict(request: SamplingRequest) -> dict[str, Any]:
-    """Map an OpenAI request to the engine's sampling params, leaving out what the client did not set."""
+    """Map an OpenAI request to the engine's sampling params, leaving out what the client did not set.
+
+    max_new_tokens is always there: a missing max_tokens becomes None, "until the context is full" (the
+    engine's own default, 128, is /generate's and the offline Engine's, as in SGLang)."""
     max_new_tokens = getattr(request, "max_completion_tokens", None)
     if max_new_tokens is None:
         max_new_tokens = request.max_tokens
     stop = [request.stop] if isinstance(request.stop, str) else request.stop
     params = {
-        "max_new_tokens": max_new_tokens,
         "temperature": request.temperature,
         "top_p": request.top_p,
         "top_k": request.top_k,
@@ -97,12 +105,19 @@ def to_sampling_params_dict(request: SamplingRequest) -> dict[str, Any]:
         "stop": stop,
         "ignore_eos": request.ignore_eos,
         "skip_special_tokens": request.skip_special_tokens,
+        "stop_token_ids": request.stop_token_ids,
     }
-    return {key: value for key, value in params.items() if value is not None}
+    return {"max_new_tokens": max_new_tokens, **{key: value for key, value in params.items() if value is not None}}
 
 
-class GenerateReqInput(RequestModel):
-    """SGLang's normalized request: what every endpoint turns its body into before the engine sees it."""
+class GenerateReqInput(SGLangUnsupportedFields, RouterFields):
+    """SGLang's normalized request: what every endpoint turns its body into before the engine sees it, and
+    the body of SGLang's native /generate.
+
+    Logprobs as in SGLang: `return_logprob` adds each output token's log-probability to meta_info
+    (output_token_logprobs), `top_logprobs_num` the most likely tokens at each position (output_top_logprobs),
+    `return_text_in_logprobs` each token's text. Prompt logprobs (logprob_start_len >= 0) are not computed.
+    """
 
     rid: str = Field(default_factory=new_id, min_length=1)
     text: str | None = None
@@ -111,6 +126,17 @@ class GenerateReqInput(RequestModel):
     messages: list[dict[str, Any]] | None = None
     sampling_params: dict[str, Any] = Field(default_factory=dict)
     stream: bool = False
+    return_logprob: bool = False
+    top_logprobs_num: int = Field(default=0, ge=0, le=MAX_TOP_LOGPROBS)
+    logprob_start_len: int = -1
+    return_text_in_logprobs: bool = False
+
+    @field_validator("logprob_start_len")
+    @classmethod
+    def _no_prompt_logprobs(cls, value: int) -> int:
+        if value != -1:
+            raise ValueError("minisgl does not compute the prompt tokens' logprobs: logprob_start_len must be -1")
+        return value
 
     @model_validator(mode="after")
     def _exactly_one_input(self) -> GenerateReqInput:

@@ -2,17 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from minisgl.server.protocol import FinishReason, SamplingRequest, TokenId, UsageInfo, new_id, unix_time
+from minisgl.server.protocol_fields import refusing
+
+MAX_COMPLETION_LOGPROBS = 5  # OpenAI's limit for the legacy endpoint
 
 
 class CompletionRequest(SamplingRequest):
-    """POST /v1/completions with a single prompt, given as text or as token ids."""
+    """POST /v1/completions with a single prompt, given as text or as token ids.
+
+    `logprobs` (0..5) asks for each output token's log-probability and the `logprobs` most likely tokens at
+    each position; `echo` puts the prompt's text before the answer. Both together would need the prompt
+    tokens' logprobs, which minisgl does not compute, so that pair is refused."""
 
     prompt: str | list[TokenId] | list[str]
+    logprobs: int | None = Field(default=None, ge=0, le=MAX_COMPLETION_LOGPROBS)
+    echo: bool = False
+    best_of: Any = None
+    suffix: Any = None
+
+    check_completion_unsupported = refusing("best_of", "suffix")
+
+    @field_validator("echo")
+    @classmethod
+    def _no_prompt_logprobs(cls, value: bool, info: ValidationInfo) -> bool:
+        if value and info.data.get("logprobs") is not None:
+            raise ValueError("minisgl does not compute the prompt tokens' logprobs, so echo cannot be combined "
+                             "with logprobs; use one of them")
+        return value
 
     @field_validator("prompt")
     @classmethod
@@ -29,7 +50,7 @@ class CompletionRequest(SamplingRequest):
 class CompletionResponseChoice(BaseModel):
     index: int = 0
     text: str
-    logprobs: None = None
+    logprobs: dict[str, Any] | None = None  # tokens, token_logprobs, top_logprobs, text_offset
     finish_reason: FinishReason | None = None
     matched_stop: int | str | None = None
 
@@ -46,7 +67,7 @@ class CompletionResponse(BaseModel):
 class CompletionResponseStreamChoice(BaseModel):
     index: int = 0
     text: str
-    logprobs: None = None
+    logprobs: dict[str, Any] | None = None  # tokens, token_logprobs, top_logprobs, text_offset
     finish_reason: FinishReason | None = None
     matched_stop: int | str | None = None
 

@@ -103,10 +103,14 @@ class OpenAIServingBase:
 
     async def _generate_stream(self, first: dict[str, Any], generator: AsyncIterator[dict[str, Any]],
                                request: Any, rid: str) -> AsyncIterator[str]:
-        index, out = 0, first
+        index, out, logprobs_sent = 0, first, 0
         try:
             while True:
-                for payload, delta in self._stream_chunks(out, request, first=out is first):
+                is_first = out is first
+                # meta_info holds every logprob so far: each chunk carries the ones not sent yet
+                out = {**out, "logprobs_from": logprobs_sent}
+                logprobs_sent = len(out["meta_info"].get("output_token_logprobs", ()))
+                for payload, delta in self._stream_chunks(out, request, first=is_first):
                     data = f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
                     tm_trace.sse_chunk(rid, index, delta, data)
                     index += 1

@@ -1,9 +1,11 @@
-"""OpenAIServingCompletion: POST /v1/completions, one prompt given as text or as token ids, no template."""
+"""OpenAIServingCompletion: POST /v1/completions, one prompt given as text or as token ids, no template.
+With `echo` the answer starts with the prompt's text (the first stream chunk carries it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from minisgl.server.logprobs import output_logprobs_of, to_completion_logprobs
 from minisgl.server.protocol import GenerateReqInput, to_sampling_params_dict
 from minisgl.server.protocol_completion import (
     CompletionRequest,
@@ -33,12 +35,27 @@ class OpenAIServingCompletion(OpenAIServingBase):
     def _convert_to_internal_request(self, request: CompletionRequest, rid: str) -> GenerateReqInput:
         prompt = {"text": request.prompt} if isinstance(request.prompt, str) else {"input_ids": request.prompt}
         return GenerateReqInput(rid=rid, sampling_params=to_sampling_params_dict(request), stream=request.stream,
-                                **prompt)
+                                return_logprob=request.logprobs is not None,
+                                top_logprobs_num=request.logprobs or 0, return_text_in_logprobs=True, **prompt)
+
+    def _echo(self, request: CompletionRequest) -> str:
+        """The prompt's text, put before the answer with `echo`; a prompt of token ids is decoded."""
+        if not request.echo:
+            return ""
+        if isinstance(request.prompt, str):
+            return request.prompt
+        return self.tokenizer_manager.tokenizer.decode(request.prompt)
+
+    def _logprobs(self, out: dict[str, Any], request: CompletionRequest, text_offset: int) -> dict[str, Any] | None:
+        if request.logprobs is None:
+            return None
+        return to_completion_logprobs(*output_logprobs_of(out, self.tokenizer_manager.tokenizer), text_offset)
 
     def _build_response(self, out: dict[str, Any], request: CompletionRequest) -> dict[str, Any]:
         meta = out["meta_info"]
-        choice = CompletionResponseChoice(text=out["text"], finish_reason=finish_reason_of(meta),
-                                          matched_stop=matched_stop_of(meta))
+        choice = CompletionResponseChoice(text=self._echo(request) + out["text"],
+                                          logprobs=self._logprobs(out, request, 0),
+                                          finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta))
         response = CompletionResponse(id=f"cmpl-{meta['id']}", model=self.served_model_name, choices=[choice],
                                       usage=usage_of(meta))
         return with_warning(response.model_dump(mode="json"), meta)
@@ -53,8 +70,10 @@ class OpenAIServingCompletion(OpenAIServingBase):
                                                        choices=[stream_choice]))
 
         chunks: list[Chunk] = []
-        if out["delta"]:
-            chunks.append((chunk(out["delta"]), out["delta"]))
+        text = (self._echo(request) if first else "") + out["delta"]
+        logprobs = self._logprobs(out, request, len(out["text"]) - len(out["delta"]))
+        if text or (logprobs and logprobs["tokens"]):
+            chunks.append((chunk(text, logprobs=logprobs), text))
         if meta["finish_reason"] is not None:
             last = chunk("", finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta))
             chunks.append((with_warning(last, meta), ""))

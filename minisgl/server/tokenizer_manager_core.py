@@ -27,6 +27,7 @@ from minisgl.sampling.sampling_params import SamplingParams
 from minisgl.scheduler.io_struct import BatchStrOutput, TokenizedGenerateReqInput
 from minisgl.server import tm_trace
 from minisgl.server.errors import RequestError
+from minisgl.server.logprobs import LogprobEntry, detokenize_logprob_tokens
 from minisgl.server.protocol import GenerateReqInput
 
 
@@ -42,6 +43,8 @@ class ReqState:
     output_ids: list[int] = field(default_factory=list)
     meta_info: dict[str, Any] = field(default_factory=dict)  # of the latest piece: finish_reason, token counts
     error: RequestError | None = None  # set when the engine can no longer answer
+    output_token_logprobs: list[LogprobEntry] = field(default_factory=list)  # only with obj.return_logprob
+    output_top_logprobs: list[list[LogprobEntry]] = field(default_factory=list)
 
 
 class TokenizerManagerCore:
@@ -70,7 +73,8 @@ class TokenizerManagerCore:
             if bad:
                 raise RequestError(f"input_ids has token id {bad[0]}, but the vocabulary has {self.vocab_size} ids",
                                    param="input_ids")
-        return TokenizedGenerateReqInput(obj.rid, text, input_ids, dict(obj.sampling_params), obj.stream)
+        return TokenizedGenerateReqInput(obj.rid, text, input_ids, dict(obj.sampling_params), obj.stream,
+                                         obj.return_logprob, obj.top_logprobs_num if obj.return_logprob else 0)
 
     def _init_req_state(self, obj: GenerateReqInput, event: asyncio.Event | None = None) -> ReqState:
         if obj.rid in self.rid_to_state:
@@ -100,12 +104,29 @@ class TokenizerManagerCore:
                 "completion_tokens": recv_obj.completion_tokens[i], "cached_tokens": recv_obj.cached_tokens[i],
                 "warning": clamp_warning(state.obj, running_max, recv_obj.prompt_tokens[i]),
             }
-            state.out_list.append({"delta": delta, "output_ids": list(recv_obj.output_ids[i]),
-                                   "meta_info": state.meta_info})
+            piece = {"delta": delta, "output_ids": list(recv_obj.output_ids[i]), "meta_info": state.meta_info}
+            if state.obj.return_logprob:
+                piece.update(self._add_logprobs(state, recv_obj, i))
+            state.out_list.append(piece)
             if reason is not None:
                 state.finished = True
                 del self.rid_to_state[rid]
             self._wake(rid, state, delta)
+
+    def _add_logprobs(self, state: ReqState, recv_obj: BatchStrOutput, i: int) -> dict[str, Any]:
+        """File the i-th rid's new logprobs as SGLang's triples: all so far in meta_info, the new ones in the piece."""
+        with_text = state.obj.return_text_in_logprobs
+        have = i < len(recv_obj.output_token_logprobs_val)  # an older sender may leave them out
+        vals = recv_obj.output_token_logprobs_val[i] if have else []
+        tokens = detokenize_logprob_tokens(self.tokenizer, vals, recv_obj.output_ids[i][-len(vals):], with_text)
+        top_vals = recv_obj.output_top_logprobs_val[i] if have else []
+        top_idxs = recv_obj.output_top_logprobs_idx[i] if have else []
+        tops = [detokenize_logprob_tokens(self.tokenizer, v, t, with_text) for v, t in zip(top_vals, top_idxs)]
+        state.output_token_logprobs.extend(tokens)
+        state.output_top_logprobs.extend(tops)
+        state.meta_info["output_token_logprobs"] = list(state.output_token_logprobs)
+        state.meta_info["output_top_logprobs"] = list(state.output_top_logprobs)
+        return {"output_token_logprobs": tokens, "output_top_logprobs": tops}
 
     def _wake(self, rid: str, state: ReqState, delta: str) -> None:
         """Tell whoever waits for `rid` that a piece arrived. The offline Engine has nobody waiting."""
