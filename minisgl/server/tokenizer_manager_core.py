@@ -121,7 +121,11 @@ class TokenizerManagerCore:
         tokens = detokenize_logprob_tokens(self.tokenizer, vals, recv_obj.output_ids[i][-len(vals):], with_text)
         top_vals = recv_obj.output_top_logprobs_val[i] if have else []
         top_idxs = recv_obj.output_top_logprobs_idx[i] if have else []
-        tops = [detokenize_logprob_tokens(self.tokenizer, v, t, with_text) for v, t in zip(top_vals, top_idxs)]
+        # the chosen token's value wherever it appears: the sampler's kernel sums exps its own way, so a top
+        # entry for the same token may differ in the fifth decimal
+        chosen = [{tid: val} for val, tid, _ in tokens]
+        tops = [detokenize_logprob_tokens(self.tokenizer, [c.get(i, v) for v, i in zip(vs, ids)], ids, with_text)
+                for vs, ids, c in zip(top_vals, top_idxs, chosen)]
         state.output_token_logprobs.extend(tokens)
         state.output_top_logprobs.extend(tops)
         state.meta_info["output_token_logprobs"] = list(state.output_token_logprobs)

@@ -51,12 +51,13 @@ def test_valid_chat_request_parses():
             "stream_options": {"include_usage": True},
             "user": "me",
             "ignore_eos": False,
-            "logit_bias": {"1": 2},
+            "logit_bias": None,  # a refused field sent as null asks for nothing
+            "store": False,
+            "bootstrap_room": 7,  # SGLang's router adds it on the way to a worker
         }
     )
     assert req.messages[1].text() == "Hi you"
     assert req.temperature == 0.0 and req.stream and req.stream_options.include_usage
-    assert not hasattr(req, "logit_bias")
 
 
 def test_valid_json_body_parses():
@@ -128,7 +129,8 @@ def test_max_completion_tokens_wins_over_max_tokens():
 
 
 def test_sampling_dict_maps_fields_and_leaves_out_unset_ones():
-    assert to_sampling_params_dict(ChatCompletionRequest(messages=USER)) == {}
+    # no max_tokens: None, "until the context is full", not the engine's default of 128
+    assert to_sampling_params_dict(ChatCompletionRequest(messages=USER)) == {"max_new_tokens": None}
     req = ChatCompletionRequest.model_validate(
         {
             "messages": USER,
