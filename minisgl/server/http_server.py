@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
 from minisgl import __version__
-from minisgl.server.errors import RequestError, server_unavailable
+from minisgl.server.errors import RequestError, server_shutting_down, server_unavailable
 from minisgl.server.protocol import ModelCard, ModelList
 from minisgl.server.serving_chat import OpenAIServingChat
 from minisgl.server.serving_completions import OpenAIServingCompletion
@@ -87,6 +87,8 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
         """Alive, and how loaded: tests read KV use and queue lengths here (GetLoadReq to the scheduler)."""
         if tokenizer_manager.dead_reason is not None:
             return server_unavailable(tokenizer_manager.dead_reason).to_json_response()
+        if tokenizer_manager.shutting_down:  # a load balancer's cue to send no more requests here
+            return server_shutting_down().to_json_response()
         load = await tokenizer_manager.get_load()
         return JSONResponse({
             "status": "ok",

@@ -21,6 +21,7 @@ class HttpServerArgs:
     served_model_name: str | None = None  # None: the model file's or folder's name
     trace_dir: str | None = None  # None: no tracing; "": a new timestamped folder in the working folder
     trace_level: int = 2
+    graceful_shutdown_timeout: float = 30.0  # after SIGTERM/SIGINT: seconds running requests may still finish
 
     def resolve_trace_dir(self) -> Path | None:
         """Pick the folder once, in the main process; every child is given the same path."""
@@ -42,6 +43,11 @@ class HttpServerArgs:
         g.add_argument("--log-level", default=d.log_level, choices=LOG_LEVELS, help="log level of every process")
         g.add_argument("--served-model-name", default=d.served_model_name,
                        help="the model id clients send and /v1/models lists (default: the model's name)")
+        g.add_argument("--graceful-shutdown-timeout", type=float, default=d.graceful_shutdown_timeout,
+                       metavar="SECONDS",
+                       help="on SIGTERM or SIGINT, refuse new requests (503) and give running ones this long to "
+                            "finish; the rest end with an error, then the server exits. A second signal stops "
+                            f"at once (default {d.graceful_shutdown_timeout:g})")
         g = parser.add_argument_group("tracing")
         g.add_argument("--trace", dest="trace_dir", nargs="?", const="", default=None, metavar="DIR",
                        help="write a trace of every process to DIR (default: ./minisgl-trace-YYYYmmdd-HHMMSS)")

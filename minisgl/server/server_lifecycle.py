@@ -12,6 +12,7 @@ from typing import Any
 
 import uvicorn
 
+from minisgl.server.graceful_shutdown import ShutdownServer, graceful_shutdown
 from minisgl.server.http_server import create_app
 from minisgl.server.http_server_args import HttpServerArgs
 from minisgl.server.port_args import PortArgs
@@ -29,7 +30,8 @@ DEATH_GRACE_S = 1.0  # after a child died: time for waiting clients to receive t
 # ---- the whole server -----------------------------------------------------------------------------
 class _StopFlag:
     """SIGINT/SIGTERM only set a flag: start-up polls it, and uvicorn hands its signals back to it on exit,
-    so cleanup in launch_server's `finally` always runs."""
+    so cleanup in launch_server's `finally` always runs. While serving, ShutdownServer takes them over
+    (graceful_shutdown.py)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -92,13 +94,17 @@ async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: Engi
         return 0
     tokenizer_manager = TokenizerManager(port_args, tokenizer, limits)
     app = create_app(tokenizer_manager, served_model_name, http_args.api_key, processes.pids())
+    # timeout_graceful_shutdown: after graceful_shutdown ended every request, the time left to write the
+    # last responses before uvicorn closes their connections
     config = uvicorn.Config(app, host=http_args.host, port=http_args.port, log_level=http_args.log_level,
                             access_log=http_args.log_level == "debug", timeout_graceful_shutdown=3)
-    server = uvicorn.Server(config)
+    server = ShutdownServer(config)
     outcome = {"exit_code": 0}
     tasks = [
         asyncio.create_task(tokenizer_manager.handle_loop(), name="handle_loop"),
         asyncio.create_task(_watchdog(processes, tokenizer_manager, server, outcome), name="watchdog"),
+        asyncio.create_task(graceful_shutdown(server, tokenizer_manager, http_args.graceful_shutdown_timeout),
+                            name="graceful_shutdown"),
         asyncio.create_task(_announce_when_ready(server, http_args.host, served_model_name, processes),
                             name="announce"),
     ]

@@ -30,7 +30,7 @@ from minisgl.scheduler.io_struct import (
     GetLoadReqOutput,
 )
 from minisgl.server import tm_trace
-from minisgl.server.errors import RequestError, client_disconnected, server_unavailable
+from minisgl.server.errors import RequestError, client_disconnected, server_shutting_down, server_unavailable
 from minisgl.server.port_args import PortArgs
 from minisgl.server.protocol import GenerateReqInput
 from minisgl.server.tokenizer_manager_core import ReqState, TokenizerManagerCore, refusal
@@ -62,6 +62,7 @@ class TokenizerManager(TokenizerManagerCore):
         self.recv_from_detokenizer = AsyncPullReceiver(self._async_context, port_args.tokenizer_ipc_name,
                                                        src="detokenizer")
         self._reply_waiters: dict[type, deque[asyncio.Future]] = defaultdict(deque)
+        self.shutting_down = False  # set by graceful_shutdown.py: new requests are refused with 503
 
     # ---- one request ------------------------------------------------------------------------------
     async def generate_request(self, obj: GenerateReqInput, request: Request | None = None
@@ -82,6 +83,11 @@ class TokenizerManager(TokenizerManagerCore):
         finally:
             if self.rid_to_state.get(obj.rid) is state:  # cancelled mid-wait: the scheduler must let it go
                 self.abort_request(obj.rid, drop_state=True)
+
+    def _init_req_state(self, obj: GenerateReqInput, event: asyncio.Event | None = None) -> ReqState:
+        if self.shutting_down:  # checked where a request starts to run, so none slips in during a shutdown
+            raise server_shutting_down()
+        return super()._init_req_state(obj, event)
 
     def _check_length(self, n: int) -> None:
         """Refuse a prompt that cannot fit before it is sent (the scheduler would refuse it too, less clearly)."""
