@@ -22,6 +22,7 @@ class HttpServerArgs:
     trace_dir: str | None = None  # None: no tracing; "": a new timestamped folder in the working folder
     trace_level: int = 2
     graceful_shutdown_timeout: float = 30.0  # after SIGTERM/SIGINT: seconds running requests may still finish
+    enable_metrics: bool = False  # GET /metrics in Prometheus text format
 
     def resolve_trace_dir(self) -> Path | None:
         """Pick the folder once, in the main process; every child is given the same path."""
@@ -48,6 +49,8 @@ class HttpServerArgs:
                        help="on SIGTERM or SIGINT, refuse new requests (503) and give running ones this long to "
                             "finish; the rest end with an error, then the server exits. A second signal stops "
                             f"at once (default {d.graceful_shutdown_timeout:g})")
+        g.add_argument("--enable-metrics", action="store_true",
+                       help="serve GET /metrics in Prometheus text format (SGLang's sglang:* metric names)")
         g = parser.add_argument_group("tracing")
         g.add_argument("--trace", dest="trace_dir", nargs="?", const="", default=None, metavar="DIR",
                        help="write a trace of every process to DIR (default: ./minisgl-trace-YYYYmmdd-HHMMSS)")

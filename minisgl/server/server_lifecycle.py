@@ -92,8 +92,17 @@ async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: Engi
                  limits: EngineLimits, served_model_name: str, stop: _StopFlag) -> int:
     if stop.is_set():
         return 0
-    tokenizer_manager = TokenizerManager(port_args, tokenizer, limits)
+    metrics = None
+    if http_args.enable_metrics:
+        from minisgl.server.metrics import TokenizerMetricsCollector
+
+        metrics = TokenizerMetricsCollector(served_model_name)
+    tokenizer_manager = TokenizerManager(port_args, tokenizer, limits, metrics)
     app = create_app(tokenizer_manager, served_model_name, http_args.api_key, processes.pids())
+    if metrics is not None:
+        from minisgl.server.metrics import add_metrics_route
+
+        add_metrics_route(app, metrics, tokenizer_manager)
     # timeout_graceful_shutdown: after graceful_shutdown ended every request, the time left to write the
     # last responses before uvicorn closes their connections
     config = uvicorn.Config(app, host=http_args.host, port=http_args.port, log_level=http_args.log_level,

@@ -52,7 +52,7 @@ class EngineLimits:
 
 
 class TokenizerManager(TokenizerManagerCore):
-    def __init__(self, port_args: PortArgs, tokenizer, limits: EngineLimits):
+    def __init__(self, port_args: PortArgs, tokenizer, limits: EngineLimits, metrics=None):
         self._context = zmq.Context()
         self._async_context = zmq.asyncio.Context()
         send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name, dst="scheduler")
@@ -62,6 +62,7 @@ class TokenizerManager(TokenizerManagerCore):
         self.recv_from_detokenizer = AsyncPullReceiver(self._async_context, port_args.tokenizer_ipc_name,
                                                        src="detokenizer")
         self._reply_waiters: dict[type, deque[asyncio.Future]] = defaultdict(deque)
+        self.metrics = metrics  # a TokenizerMetricsCollector (metrics.py) with --enable-metrics, else None
         self.shutting_down = False  # set by graceful_shutdown.py: new requests are refused with 503
 
     # ---- one request ------------------------------------------------------------------------------
@@ -76,6 +77,8 @@ class TokenizerManager(TokenizerManagerCore):
         tokenized = self._tokenize_one_request(obj)
         self._check_length(len(tokenized.input_ids))
         state = self._init_req_state(obj, event=asyncio.Event())
+        if self.metrics is not None:
+            self.metrics.request_started(obj.rid)
         try:
             self._send_one_request(tokenized)
             async for out in self._wait_one_response(obj, state, request):
@@ -83,6 +86,8 @@ class TokenizerManager(TokenizerManagerCore):
         finally:
             if self.rid_to_state.get(obj.rid) is state:  # cancelled mid-wait: the scheduler must let it go
                 self.abort_request(obj.rid, drop_state=True)
+            if self.metrics is not None:
+                self.metrics.request_ended(obj.rid)
 
     def _init_req_state(self, obj: GenerateReqInput, event: asyncio.Event | None = None) -> ReqState:
         if self.shutting_down:  # checked where a request starts to run, so none slips in during a shutdown
@@ -143,6 +148,8 @@ class TokenizerManager(TokenizerManagerCore):
     def _wake(self, rid: str, state: ReqState, delta: str) -> None:
         state.event.set()
         tm_trace.waiter_woken(rid, delta, state.finished)
+        if self.metrics is not None:
+            self.metrics.output_arrived(rid, state.meta_info, state.finished)
 
     # ---- control messages -------------------------------------------------------------------------
     def abort_request(self, rid: str, drop_state: bool = False) -> bool:
