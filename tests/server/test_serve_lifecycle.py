@@ -29,7 +29,8 @@ def test_serve_help_lists_the_server_flags():
                          check=False)
     assert out.returncode == 0
     for flag in ("--host", "--port", "--model", "--api-key", "--log-level", "--served-model-name", "--trace",
-                 "--trace-level", "--max-total-tokens", "--dtype"):
+                 "--trace-level", "--max-total-tokens", "--dtype", "--graceful-shutdown-timeout",
+                 "--enable-metrics"):
         assert flag in out.stdout
 
 
@@ -227,7 +228,8 @@ def test_sigterm_lets_running_requests_finish_within_the_grace_period_then_ends_
         assert status == 200 and lines[-1] == "data: [DONE]"
         events = _events(lines)
         assert len(events) > 1 and "choices" in events[0]
-        assert events[-1]["error"]["code"] == "server_shutting_down" and events[-1]["error"]["type"] == "server_error"
+        error = events[-1]["error"]
+        assert error["code"] == "server_shutting_down" and error["type"] == "server_error"
         status, body = results["plain"]
         assert status == 503 and body["error"]["code"] == "server_shutting_down"
         assert "grace period" in body["error"]["message"]
