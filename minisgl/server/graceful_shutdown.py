@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -50,11 +51,16 @@ class ShutdownServer(uvicorn.Server):
         self.force_exit = True
 
 
-async def graceful_shutdown(server: ShutdownServer, tokenizer_manager: TokenizerManager, grace_s: float) -> None:
-    """Runs for the server's whole life: waits for the first signal, then steps 1-4 of the module docstring."""
+async def graceful_shutdown(server: ShutdownServer, tokenizer_manager: TokenizerManager, grace_s: float,
+                            early_signal: Callable[[], int | None] = lambda: None) -> None:
+    """Runs for the server's whole life: waits for the first signal, then steps 1-4 of the module docstring.
+    early_signal: one that came after start-up but before uvicorn took the signals over."""
     while server.shutdown_signal is None:
         if server.should_exit:  # stopping for another reason (a child died)
             return
+        if server.started and early_signal() is not None:
+            server.shutdown_signal = early_signal()
+            break
         await asyncio.sleep(POLL_S)
     name = signal.Signals(server.shutdown_signal).name
     running = list(tokenizer_manager.rid_to_state)

@@ -112,8 +112,8 @@ async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: Engi
     tasks = [
         asyncio.create_task(tokenizer_manager.handle_loop(), name="handle_loop"),
         asyncio.create_task(_watchdog(processes, tokenizer_manager, server, outcome), name="watchdog"),
-        asyncio.create_task(graceful_shutdown(server, tokenizer_manager, http_args.graceful_shutdown_timeout),
-                            name="graceful_shutdown"),
+        asyncio.create_task(graceful_shutdown(server, tokenizer_manager, http_args.graceful_shutdown_timeout,
+                                              lambda: stop.signum), name="graceful_shutdown"),
         asyncio.create_task(_announce_when_ready(server, http_args.host, served_model_name, processes),
                             name="announce"),
     ]
