@@ -91,7 +91,8 @@ async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: Engi
     if stop.is_set():
         return 0
     tokenizer_manager = TokenizerManager(port_args, tokenizer, limits)
-    app = create_app(tokenizer_manager, served_model_name, http_args.api_key, processes.pids())
+    app = create_app(tokenizer_manager, served_model_name, http_args.api_key, processes.pids(),
+                     http_args.max_request_body_bytes, http_args.allowed_origins)
     config = uvicorn.Config(app, host=http_args.host, port=http_args.port, log_level=http_args.log_level,
                             access_log=http_args.log_level == "debug", timeout_graceful_shutdown=3)
     server = uvicorn.Server(config)
