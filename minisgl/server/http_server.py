@@ -9,7 +9,6 @@ is in server_lifecycle.py).
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from typing import Any
 
@@ -20,7 +19,10 @@ from starlette.requests import Request
 
 from minisgl import __version__
 from minisgl.server.errors import RequestError, server_shutting_down, server_unavailable
-from minisgl.server.protocol import ModelCard, ModelList
+from minisgl.server.http_guards import install_guards, require_json, require_json_if_body
+from minisgl.server.http_server_args import DEFAULT_MAX_REQUEST_BODY_BYTES
+from minisgl.server.protocol import AbortReqInput, FlushCacheReqInput, ModelCard, ModelList
+from minisgl.server.serving_base import read_request
 from minisgl.server.serving_chat import OpenAIServingChat
 from minisgl.server.serving_completions import OpenAIServingCompletion
 from minisgl.server.serving_generate import ServingGenerate
@@ -32,8 +34,10 @@ logger = logging.getLogger(__name__)
 
 # ---- the app --------------------------------------------------------------------------------------
 def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_key: str | None,
-               pids: dict[str, int | None]) -> FastAPI:
+               pids: dict[str, int | None], max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES,
+               allowed_origins: list[str] | None = None) -> FastAPI:
     app = FastAPI(title="minisgl", version=__version__)
+    install_guards(app, max_request_body_bytes, allowed_origins)  # body limit, 500s, CORS (http_guards.py)
     app.state.tokenizer_manager = tokenizer_manager
     app.state.openai_serving_chat = OpenAIServingChat(tokenizer_manager, served_model_name)
     app.state.openai_serving_completion = OpenAIServingCompletion(tokenizer_manager, served_model_name)
@@ -48,6 +52,7 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
                                code="invalid_api_key")
 
     auth = [Depends(verify_api_key)]
+    json_body = [*auth, Depends(require_json)]  # 415 for text/plain or a form: see http_guards.py
 
     @app.exception_handler(RequestError)
     async def request_error(request: Request, exc: RequestError) -> JSONResponse:
@@ -58,29 +63,32 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
         message = f"{request.method} {request.url.path}: {exc.detail}"
         return RequestError(message, status_code=exc.status_code).to_json_response()
 
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        logger.exception("%s %s failed", request.method, request.url.path)
-        return RequestError(f"internal server error: {type(exc).__name__}: {exc}", status_code=500,
-                            err_type="server_error").to_json_response()
-
-    @app.post("/v1/chat/completions", dependencies=auth)
+    @app.post("/v1/chat/completions", dependencies=json_body)
     async def openai_v1_chat_completions(raw_request: Request):
         return await raw_request.app.state.openai_serving_chat.handle_request(raw_request)
 
-    @app.post("/v1/completions", dependencies=auth)
+    @app.post("/v1/completions", dependencies=json_body)
     async def openai_v1_completions(raw_request: Request):
         return await raw_request.app.state.openai_serving_completion.handle_request(raw_request)
 
-    @app.post("/generate", dependencies=auth)
+    @app.post("/generate", dependencies=json_body)
     async def generate_request(raw_request: Request):
         return await raw_request.app.state.serving_generate.handle_request(raw_request)
 
+    def model_card() -> ModelCard:
+        return ModelCard(id=served_model_name, root=served_model_name,
+                         max_model_len=tokenizer_manager.limits.max_req_len)
+
     @app.get("/v1/models", dependencies=auth)
     async def available_models() -> dict[str, Any]:
-        card = ModelCard(id=served_model_name, root=served_model_name,
-                         max_model_len=tokenizer_manager.limits.max_req_len)
-        return ModelList(data=[card]).model_dump(mode="json")
+        return ModelList(data=[model_card()]).model_dump(mode="json")
+
+    @app.get("/v1/models/{model:path}", dependencies=auth)
+    async def retrieve_model(model: str) -> dict[str, Any]:
+        if model != served_model_name:
+            raise RequestError(f"the model `{model}` does not exist: this server serves `{served_model_name}`",
+                               status_code=404, param="model", code="model_not_found")
+        return model_card().model_dump(mode="json")
 
     @app.get("/health")
     async def health() -> JSONResponse:
@@ -99,21 +107,17 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
                      "total_slots": load.total_slots},
         })
 
-    @app.post("/flush_cache", dependencies=auth)
-    async def flush_cache() -> JSONResponse:
+    @app.post("/flush_cache", dependencies=[*auth, Depends(require_json_if_body)])
+    async def flush_cache(raw_request: Request) -> JSONResponse:
+        if await raw_request.body():  # no body is fine; one that is there must be a JSON object
+            await read_request(raw_request, FlushCacheReqInput, tokenizer_manager)
         if not await tokenizer_manager.flush_cache():
             raise RequestError("the cache can only be flushed when no request is queued or running")
         return JSONResponse({"success": True, "message": "cache flushed"})
 
-    @app.post("/abort_request", dependencies=auth)
+    @app.post("/abort_request", dependencies=json_body)
     async def abort_request(raw_request: Request) -> JSONResponse:
-        try:
-            body = json.loads(await raw_request.body())
-        except ValueError as e:
-            raise RequestError(f"the body is not valid JSON: {e}") from None
-        rid = body.get("rid") if isinstance(body, dict) else None
-        if not isinstance(rid, str) or not rid:
-            raise RequestError('the body must be {"rid": "<request id>"}', param="rid")
+        rid = (await read_request(raw_request, AbortReqInput, tokenizer_manager)).rid
         return JSONResponse({"rid": rid, "found": tokenizer_manager.abort_request(rid)})
 
     return app

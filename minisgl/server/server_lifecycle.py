@@ -98,7 +98,8 @@ async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: Engi
 
         metrics = TokenizerMetricsCollector(served_model_name)
     tokenizer_manager = TokenizerManager(port_args, tokenizer, limits, metrics)
-    app = create_app(tokenizer_manager, served_model_name, http_args.api_key, processes.pids())
+    app = create_app(tokenizer_manager, served_model_name, http_args.api_key, processes.pids(),
+                     http_args.max_request_body_bytes, http_args.allowed_origins)
     if metrics is not None:
         from minisgl.server.metrics import add_metrics_route
 

@@ -1,8 +1,9 @@
 """TokenizerManager: the main process's bridge to the engine, on the asyncio event loop.
 
-A request coroutine runs `generate_request`: tokenize, `_send_one_request` (send and return at once), then
-`_wait_one_response` (sleep on its ReqState's event). One background task, `handle_loop`, receives every
-BatchStrOutput from the detokenizer, files each rid's piece into its ReqState and wakes that waiter.
+A request coroutine runs `generate_request`: tokenize (on the tokenizer thread: `run_in_tokenizer_thread`),
+`_send_one_request` (send and return at once), then `_wait_one_response` (sleep on its ReqState's event).
+One background task, `handle_loop`, receives every BatchStrOutput from the detokenizer, files each rid's
+piece into its ReqState and wakes that waiter.
 Tokenizing, validating and filing outputs are TokenizerManagerCore's (tokenizer_manager_core.py), which the
 offline Engine uses too; this class adds the sockets, the waiters and the length check against the limits
 the scheduler reported.
@@ -13,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import zmq
 import zmq.asyncio
@@ -39,6 +41,7 @@ from minisgl.server.zmq_io import AsyncPullReceiver, PushSender
 logger = logging.getLogger(__name__)
 
 DISCONNECT_POLL_S = 1.0  # a waiter with nothing new checks this often whether its client is still there
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class TokenizerManager(TokenizerManagerCore):
         self._reply_waiters: dict[type, deque[asyncio.Future]] = defaultdict(deque)
         self.metrics = metrics  # a TokenizerMetricsCollector (metrics.py) with --enable-metrics, else None
         self.shutting_down = False  # set by graceful_shutdown.py: new requests are refused with 503
+        self._tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
 
     # ---- one request ------------------------------------------------------------------------------
     async def generate_request(self, obj: GenerateReqInput, request: Request | None = None
@@ -74,7 +78,8 @@ class TokenizerManager(TokenizerManagerCore):
         """
         self._check_alive()
         tm_trace.generate_req_input(obj.rid)
-        tokenized = self._tokenize_one_request(obj)
+        tokenized = await self.run_in_tokenizer_thread(self._tokenize_one_request, obj)
+        self._check_alive()  # a child may have died while the prompt was being tokenized
         self._check_length(len(tokenized.input_ids))
         state = self._init_req_state(obj, event=asyncio.Event())
         if self.metrics is not None:
@@ -93,6 +98,15 @@ class TokenizerManager(TokenizerManagerCore):
         if self.shutting_down:  # checked where a request starts to run, so none slips in during a shutdown
             raise server_shutting_down()
         return super()._init_req_state(obj, event)
+
+    async def run_in_tokenizer_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn` (the chat template and the tokenizer, or parsing a large body) off the event loop, so a
+        long prompt never delays another request's tokens or /health: the fast tokenizer releases the GIL
+        while it encodes (a 4 MB prompt takes seconds). One thread, like SGLang's single tokenizer worker:
+        requests are tokenized and sent in the order they arrived, and no two encodes share the tokenizer
+        (transformers may switch its padding and truncation settings per call, which is not thread-safe).
+        The price: a huge prompt delays the tokenizing of the requests behind it, never a running one."""
+        return await asyncio.get_running_loop().run_in_executor(self._tokenizer_thread, fn, *args)
 
     def _check_length(self, n: int) -> None:
         """Refuse a prompt that cannot fit before it is sent (the scheduler would refuse it too, less clearly)."""
@@ -216,6 +230,7 @@ class TokenizerManager(TokenizerManagerCore):
             waiters.clear()
 
     def close(self) -> None:
+        self._tokenizer_thread.shutdown(wait=False, cancel_futures=True)
         self.send_to_scheduler.close()
         self.recv_from_detokenizer.close()
         self._context.term()
