@@ -167,11 +167,13 @@ class TokenizerManager(TokenizerManagerCore):
 
     # ---- control messages -------------------------------------------------------------------------
     def abort_request(self, rid: str, drop_state: bool = False) -> bool:
-        """Ask the scheduler to stop `rid`. Its waiter, if kept, still gets the final "abort" output."""
+        """Ask the scheduler to stop `rid`. Its waiter, if kept, still gets the final "abort" output.
+        A rid this process does not know is not sent: the scheduler never had it, or was told when its
+        waiter went away."""
         known = rid in self.rid_to_state
         if drop_state:
             self.rid_to_state.pop(rid, None)
-        if self.dead_reason is None:
+        if known and self.dead_reason is None:
             self.send_to_scheduler.send(AbortReq(rid))
         return known
 

@@ -100,7 +100,6 @@ def test_json_with_a_charset_is_served_and_flush_cache_takes_no_body(conn):
     body = {"rid": "guards-charset", "text": "Hi", "sampling_params": {"max_new_tokens": 1}}
     resp = conn.post("/generate", content=json.dumps(body), headers={"content-type": "Application/JSON; charset=utf-8"})
     assert resp.status_code == 200, resp.text
-    # (a rid the server never received would show in its trace as a request with no http.request_received)
     aborted = conn.post("/abort_request", content=json.dumps({"rid": "guards-charset"}),
                         headers={"content-type": "application/json;charset=UTF-8"})
     assert aborted.json() == {"rid": "guards-charset", "found": False}  # it had finished
