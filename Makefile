@@ -87,8 +87,12 @@ lessons-serve: graphviz mermaid $(STAMP)
 demo: graphviz compiler $(STAMP)
 	$(VENV)/bin/minisgl demo
 
+# Two pytest-xdist workers: many tests spend part of their time waiting on a server or grading process,
+# so two workers keep both cores busy (tests/conftest.py keeps tests that share an expensive fixture on one
+# worker). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 test: graphviz compiler chromium mermaid $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_forward.py

@@ -2,12 +2,56 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pytest
 import torch
 
 from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
+
+# ---- two workers ------------------------------------------------------------------------------------------
+# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Each worker is its own process with
+# its own session fixtures, so tests that share something expensive are kept on one worker: a module goes to
+# the group of the first expensive fixture any of its tests uses, else it is a group of its own (so a
+# module-scoped fixture is built once). The expensive groups run first, so the other worker fills the time
+# with small modules instead of waiting at the end.
+SHARED_GROUPS = [
+    ("course", {"course_cache"}),  # the lesson site, built from every scenario's trace
+    ("transformers", {"hf_model_fp32", "hf_answers"}),  # transformers' float32 model and its greedy answers
+    ("server", {"server"}),  # the session's `minisgl serve`
+]
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one torch thread per worker: two workers share two cores, and an OpenMP thread that spins at every
+    # barrier while the other worker holds the core makes both much slower; subprocesses inherit it
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("loadgroup", False):  # set on each worker when the run is --dist loadgroup
+        return
+    modules: dict[str, str] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        for rank, (name, fixtures) in enumerate(SHARED_GROUPS):
+            if fixtures & set(item.fixturenames):
+                current = modules.get(module)
+                if current is None or current not in dict(SHARED_GROUPS) or rank < _rank(current):
+                    modules[module] = name
+                break
+        modules.setdefault(module, module)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(modules[item.nodeid.split("::")[0]]))
+    items.sort(key=lambda item: _rank(modules[item.nodeid.split("::")[0]]))  # stable: file order kept within
+
+
+def _rank(group: str) -> int:
+    names = [name for name, _ in SHARED_GROUPS]
+    return names.index(group) if group in names else len(names)
+
 
 CHAT_PROMPTS = [
     "What is the capital of China?",

@@ -14,6 +14,7 @@ import atexit
 import itertools
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,9 @@ class Tracer:
         self._seq = itertools.count()
         self._flow = itertools.count(1)
         self._pid = 0
+        # the TokenizerManager emits from its tokenizer thread too: seq, ts and the line's place in the file
+        # are taken together, so the file stays in seq order
+        self._lock = threading.Lock()
 
     # ---- set-up -----------------------------------------------------------------------------------
     def configure(self, trace_dir: str | os.PathLike, process: str, level: int = LEVEL_TOKENS) -> Path:
@@ -83,11 +87,12 @@ class Tracer:
         return path
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.flush()
-            self._file.close()
-            self._file = None
-        self.enabled = False
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+                self._file.close()
+                self._file = None
+            self.enabled = False
 
     def flush(self) -> None:
         """Called at the end of every scheduler round, so a reader tailing the files sees whole rounds."""
@@ -98,23 +103,24 @@ class Tracer:
     def event(self, name: str, *, rid: str | None = None, rids: list[str] | None = None,
               flow: str | None = None, flow_dir: str | None = None, ph: str = "i", **attrs: Any) -> None:
         """One event. ph: "i" instant, "B"/"E" span begin/end. flow pairs a send with its receive."""
-        if self._file is None:
-            return
-        record: dict[str, Any] = {
-            "v": SCHEMA_VERSION, "seq": next(self._seq), "ts": time.monotonic_ns(), "proc": self.process,
-            "pid": self._pid, "name": name, "ph": ph,
-        }
-        if rid is not None:
-            record["rid"] = rid
-        if rids is not None:
-            record["rids"] = rids
-        if self.round is not None:
-            record["round"] = self.round
-        if flow is not None:
-            record["flow"] = {"id": flow, "dir": flow_dir}
-        if attrs:
-            record["attrs"] = attrs
-        self._file.write(_encode(record) + "\n")
+        with self._lock:
+            if self._file is None:
+                return
+            record: dict[str, Any] = {
+                "v": SCHEMA_VERSION, "seq": next(self._seq), "ts": time.monotonic_ns(), "proc": self.process,
+                "pid": self._pid, "name": name, "ph": ph,
+            }
+            if rid is not None:
+                record["rid"] = rid
+            if rids is not None:
+                record["rids"] = rids
+            if self.round is not None:
+                record["round"] = self.round
+            if flow is not None:
+                record["flow"] = {"id": flow, "dir": flow_dir}
+            if attrs:
+                record["attrs"] = attrs
+            self._file.write(_encode(record) + "\n")
 
     def begin(self, name: str, **kw: Any) -> None:
         self.event(name, ph="B", **kw)

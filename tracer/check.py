@@ -135,13 +135,16 @@ def check_kv(trace: Trace) -> list[str]:
 
 def check_tokens(trace: Trace) -> list[str]:
     """Sampled tokens are the detokenized ones, and the detokenized text is what was streamed: all of it,
-    or, for a client that closed the connection (HTTP 499), a beginning of it (the engine went on decoding
-    until the abort reached it; nobody was there to send that text to)."""
+    or, for a client that closed the connection (HTTP 499) or a request a shutdown ended
+    (tm.shutdown_aborted), a beginning of it (the engine went on decoding until the abort reached it;
+    nobody was there to send that text to)."""
     sampled, detok_ids, detok_text = defaultdict(list), defaultdict(list), defaultdict(str)
     sse, woken = defaultdict(str), defaultdict(str)
     left: set[str] = set()
     for ev in trace.events:
         if ev.name in (S.HTTP_ERROR, S.HTTP_RESPONSE_FINISHED) and ev.get("status") == CLIENT_LEFT:
+            left.add(ev.rid)
+        if ev.name == S.TM_SHUTDOWN_ABORTED:
             left.add(ev.rid)
         if ev.name == S.SCHED_OUTPUT_APPENDED:
             sampled[ev.rid].append(ev.get("token_id"))

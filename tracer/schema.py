@@ -101,6 +101,9 @@ HTTP_SSE_CHUNK = _event("http.sse_chunk", {
 HTTP_RESPONSE_FINISHED = _event("http.response_finished", {
     "finish_reason": "why it ended", "usage": "token counts", "status": "HTTP status"})
 HTTP_ERROR = _event("http.error", {"status": "HTTP status", "message": "what went wrong"})
+TM_SHUTDOWN = _event("tm.shutdown", {
+    "signal": "SIGTERM or SIGINT", "grace_s": "how long running requests may still take"}, since=2)
+TM_SHUTDOWN_ABORTED = _event("tm.shutdown_aborted", {"grace_s": "the grace period it outlasted"}, since=2)
 
 # ---- sched: the Scheduler -------------------------------------------------------------------------
 SCHED_CONFIG = _event("sched.config", {

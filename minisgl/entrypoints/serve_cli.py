@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from minisgl.configs.model_config import UnsupportedModel
     from minisgl.labs.swap import LabSwapError, apply_from_env
     from minisgl.model_loader.bundled import ModelNotFound
-    from minisgl.server.http_server import launch_server
+    from minisgl.server.server_lifecycle import launch_server
     from minisgl.server.http_server_args import HttpServerArgs
 
     server_args = ServerArgs.from_cli_args(args)

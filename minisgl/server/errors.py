@@ -59,6 +59,12 @@ def server_unavailable(reason: str) -> RequestError:
                         code="service_unavailable")
 
 
+def server_shutting_down(message: str = "the server is shutting down and accepts no new requests"
+                         ) -> RequestError:
+    """503 during a graceful shutdown: refused before it started, or stopped when the grace period ended."""
+    return RequestError(message, status_code=503, err_type="server_error", code="server_shutting_down")
+
+
 def client_disconnected() -> RequestError:
     """Nobody reads this answer; 499 is nginx's name for it and keeps the server log honest."""
     return RequestError("the client closed the connection", status_code=499, code="client_disconnected")

@@ -10,6 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LOG_LEVELS = ["debug", "info", "warning", "error", "critical"]
+# The largest useful body is a prompt that fills the context. A 128k-token context (the largest models
+# minisgl's kind of server runs) is about 512 KB of English text, about 1 MB as input_ids ("12345, " per
+# token), and at worst about 1.5 MB as JSON-escaped non-Latin text (~1.5 characters per token, 6 bytes
+# per "\uXXXX"). 4 MiB leaves more than twice that; the bundled SmolLM2's 8k context needs under 100 KB.
+# Past it nothing can fit, and the tokenizer would spend seconds per MB finding that out.
+DEFAULT_MAX_REQUEST_BODY_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -21,6 +27,10 @@ class HttpServerArgs:
     served_model_name: str | None = None  # None: the model file's or folder's name
     trace_dir: str | None = None  # None: no tracing; "": a new timestamped folder in the working folder
     trace_level: int = 2
+    graceful_shutdown_timeout: float = 30.0  # after SIGTERM/SIGINT: seconds running requests may still finish
+    enable_metrics: bool = False  # GET /metrics in Prometheus text format
+    max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES  # larger bodies get 413
+    allowed_origins: list[str] | None = None  # None: no CORS headers at all, so browsers keep other sites out
 
     def resolve_trace_dir(self) -> Path | None:
         """Pick the folder once, in the main process; every child is given the same path."""
@@ -42,6 +52,19 @@ class HttpServerArgs:
         g.add_argument("--log-level", default=d.log_level, choices=LOG_LEVELS, help="log level of every process")
         g.add_argument("--served-model-name", default=d.served_model_name,
                        help="the model id clients send and /v1/models lists (default: the model's name)")
+        g.add_argument("--graceful-shutdown-timeout", type=float, default=d.graceful_shutdown_timeout,
+                       metavar="SECONDS",
+                       help="on SIGTERM or SIGINT, refuse new requests (503) and give running ones this long to "
+                            "finish; the rest end with an error, then the server exits. A second signal stops "
+                            f"at once (default {d.graceful_shutdown_timeout:g})")
+        g.add_argument("--enable-metrics", action="store_true",
+                       help="serve GET /metrics in Prometheus text format (SGLang's sglang:* metric names)")
+        g.add_argument("--max-request-body-bytes", type=_positive_int, default=d.max_request_body_bytes,
+                       metavar="N", help="answer 413 to a request body over N bytes, before reading it when "
+                       "Content-Length says so (default %(default)s = 4 MiB: room for a 128k-token prompt)")
+        g.add_argument("--allowed-origins", nargs="+", default=d.allowed_origins, metavar="URL",
+                       help="let web pages from these origins (e.g. http://localhost:8080, or * for any) "
+                            "call the API from a browser (CORS); by default no CORS headers are sent")
         g = parser.add_argument_group("tracing")
         g.add_argument("--trace", dest="trace_dir", nargs="?", const="", default=None, metavar="DIR",
                        help="write a trace of every process to DIR (default: ./minisgl-trace-YYYYmmdd-HHMMSS)")
@@ -52,3 +75,10 @@ class HttpServerArgs:
     def from_cli_args(cls, args: argparse.Namespace) -> HttpServerArgs:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

@@ -146,6 +146,16 @@ class GenerateReqInput(SGLangUnsupportedFields, RouterFields):
         return self
 
 
+class AbortReqInput(RequestModel):
+    """POST /abort_request: the request to stop, by the rid its client gave or the server assigned."""
+
+    rid: str = Field(min_length=1)
+
+
+class FlushCacheReqInput(RequestModel):
+    """POST /flush_cache takes no arguments: an empty body, or a JSON object (its fields are ignored)."""
+
+
 class PromptTokensDetails(BaseModel):
     cached_tokens: int = 0
 

@@ -12,7 +12,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
@@ -25,6 +25,7 @@ from minisgl.server.protocol import GenerateReqInput, UsageInfo
 from minisgl.server.tokenizer_manager import TokenizerManager
 
 Chunk = tuple[dict[str, Any], str]  # one SSE payload, and the text it adds (for the trace)
+M = TypeVar("M", bound=BaseModel)
 
 
 class OpenAIServingBase:
@@ -62,7 +63,7 @@ class OpenAIServingBase:
     async def handle_request(self, raw_request: Request) -> Response:
         rid = None
         try:
-            request = self._parse(await raw_request.body())
+            request = await read_request(raw_request, self.request_cls, self.tokenizer_manager)
             rid = self._new_rid(request)
             tm_trace.request_received(rid, self.endpoint, self.request_cls.__name__, request.stream,
                                       self._sampling_params(request))
@@ -74,13 +75,6 @@ class OpenAIServingBase:
         except RequestError as e:
             tm_trace.error(rid, e.status_code, e.message)
             return e.to_json_response()
-
-    def _parse(self, body: bytes) -> Any:
-        try:
-            return self.request_cls.model_validate_json(body)
-        except ValidationError as e:
-            err = format_validation_error(e).error
-            raise RequestError(err.message, param=err.param) from None
 
     async def _handle_non_streaming_request(self, obj: GenerateReqInput, request: Any, raw_request: Request
                                             ) -> Response:
@@ -131,6 +125,30 @@ class OpenAIServingBase:
 
 
 # ---- helpers the endpoints share ------------------------------------------------------------------
+OFF_LOOP_PARSE_BYTES = 64 * 1024  # bodies from here on are parsed on the tokenizer thread
+
+
+def parse_request(request_cls: type[M], body: bytes) -> M:
+    """The body as `request_cls`, or a 400 naming the first bad field. Bad JSON of any kind (nesting too
+    deep, a lone surrogate escape, invalid UTF-8) is a ValidationError too: pydantic-core's parser has its
+    own depth limit, so no RecursionError can escape."""
+    try:
+        return request_cls.model_validate_json(body)
+    except ValidationError as e:
+        err = format_validation_error(e).error
+        raise RequestError(err.message, param=err.param) from None
+
+
+async def read_request(raw_request: Request, request_cls: type[M], tokenizer_manager: TokenizerManager) -> M:
+    """Read and parse the body; a large one (up to --max-request-body-bytes) on the tokenizer thread, in
+    turn with the prompts tokenized there. That frees the event loop only in part: pydantic-core holds the
+    GIL while it parses (about 6 ms per MB), so the body limit is what bounds that pause."""
+    body = await raw_request.body()
+    if len(body) < OFF_LOOP_PARSE_BYTES:
+        return parse_request(request_cls, body)
+    return await tokenizer_manager.run_in_tokenizer_thread(parse_request, request_cls, body)
+
+
 def finish_reason_of(meta: dict[str, Any]) -> str | None:
     reason = meta["finish_reason"]
     return None if reason is None else reason["type"]

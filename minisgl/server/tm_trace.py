@@ -66,3 +66,18 @@ def error(rid: str | None, status: int, message: str) -> None:
         return
     tracer.event("http.error", rid=rid, status=status, message=message)
     tracer.flush()
+
+
+def shutdown(signal_name: str, grace_s: float, running: list[str]) -> None:
+    """tm.shutdown: a signal began the graceful shutdown; `rids` are the requests still running."""
+    if not tracer.enabled:
+        return
+    tracer.event("tm.shutdown", rids=running, signal=signal_name, grace_s=grace_s)
+    tracer.flush()
+
+
+def shutdown_aborted(rid: str, grace_s: float) -> None:
+    """tm.shutdown_aborted: `rid` outlasted the grace period; the server ends it (its client gets a 503)."""
+    if not tracer.enabled:
+        return
+    tracer.event("tm.shutdown_aborted", rid=rid, grace_s=grace_s)

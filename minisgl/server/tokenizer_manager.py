@@ -1,8 +1,9 @@
 """TokenizerManager: the main process's bridge to the engine, on the asyncio event loop.
 
-A request coroutine runs `generate_request`: tokenize, `_send_one_request` (send and return at once), then
-`_wait_one_response` (sleep on its ReqState's event). One background task, `handle_loop`, receives every
-BatchStrOutput from the detokenizer, files each rid's piece into its ReqState and wakes that waiter.
+A request coroutine runs `generate_request`: tokenize (on the tokenizer thread: `run_in_tokenizer_thread`),
+`_send_one_request` (send and return at once), then `_wait_one_response` (sleep on its ReqState's event).
+One background task, `handle_loop`, receives every BatchStrOutput from the detokenizer, files each rid's
+piece into its ReqState and wakes that waiter.
 Tokenizing, validating and filing outputs are TokenizerManagerCore's (tokenizer_manager_core.py), which the
 offline Engine uses too; this class adds the sockets, the waiters and the length check against the limits
 the scheduler reported.
@@ -13,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import zmq
 import zmq.asyncio
@@ -30,7 +32,7 @@ from minisgl.scheduler.io_struct import (
     GetLoadReqOutput,
 )
 from minisgl.server import tm_trace
-from minisgl.server.errors import RequestError, client_disconnected, server_unavailable
+from minisgl.server.errors import RequestError, client_disconnected, server_shutting_down, server_unavailable
 from minisgl.server.port_args import PortArgs
 from minisgl.server.protocol import GenerateReqInput
 from minisgl.server.tokenizer_manager_core import ReqState, TokenizerManagerCore, refusal
@@ -39,6 +41,7 @@ from minisgl.server.zmq_io import AsyncPullReceiver, PushSender
 logger = logging.getLogger(__name__)
 
 DISCONNECT_POLL_S = 1.0  # a waiter with nothing new checks this often whether its client is still there
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class EngineLimits:
 
 
 class TokenizerManager(TokenizerManagerCore):
-    def __init__(self, port_args: PortArgs, tokenizer, limits: EngineLimits):
+    def __init__(self, port_args: PortArgs, tokenizer, limits: EngineLimits, metrics=None):
         self._context = zmq.Context()
         self._async_context = zmq.asyncio.Context()
         send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name, dst="scheduler")
@@ -62,6 +65,9 @@ class TokenizerManager(TokenizerManagerCore):
         self.recv_from_detokenizer = AsyncPullReceiver(self._async_context, port_args.tokenizer_ipc_name,
                                                        src="detokenizer")
         self._reply_waiters: dict[type, deque[asyncio.Future]] = defaultdict(deque)
+        self.metrics = metrics  # a TokenizerMetricsCollector (metrics.py) with --enable-metrics, else None
+        self.shutting_down = False  # set by graceful_shutdown.py: new requests are refused with 503
+        self._tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
 
     # ---- one request ------------------------------------------------------------------------------
     async def generate_request(self, obj: GenerateReqInput, request: Request | None = None
@@ -72,9 +78,12 @@ class TokenizerManager(TokenizerManagerCore):
         """
         self._check_alive()
         tm_trace.generate_req_input(obj.rid)
-        tokenized = self._tokenize_one_request(obj)
+        tokenized = await self.run_in_tokenizer_thread(self._tokenize_one_request, obj)
+        self._check_alive()  # a child may have died while the prompt was being tokenized
         self._check_length(len(tokenized.input_ids))
         state = self._init_req_state(obj, event=asyncio.Event())
+        if self.metrics is not None:
+            self.metrics.request_started(obj.rid)
         try:
             self._send_one_request(tokenized)
             async for out in self._wait_one_response(obj, state, request):
@@ -82,6 +91,22 @@ class TokenizerManager(TokenizerManagerCore):
         finally:
             if self.rid_to_state.get(obj.rid) is state:  # cancelled mid-wait: the scheduler must let it go
                 self.abort_request(obj.rid, drop_state=True)
+            if self.metrics is not None:
+                self.metrics.request_ended(obj.rid)
+
+    def _init_req_state(self, obj: GenerateReqInput, event: asyncio.Event | None = None) -> ReqState:
+        if self.shutting_down:  # checked where a request starts to run, so none slips in during a shutdown
+            raise server_shutting_down()
+        return super()._init_req_state(obj, event)
+
+    async def run_in_tokenizer_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn` (the chat template and the tokenizer, or parsing a large body) off the event loop, so a
+        long prompt never delays another request's tokens or /health: the fast tokenizer releases the GIL
+        while it encodes (a 4 MB prompt takes seconds). One thread, like SGLang's single tokenizer worker:
+        requests are tokenized and sent in the order they arrived, and no two encodes share the tokenizer
+        (transformers may switch its padding and truncation settings per call, which is not thread-safe).
+        The price: a huge prompt delays the tokenizing of the requests behind it, never a running one."""
+        return await asyncio.get_running_loop().run_in_executor(self._tokenizer_thread, fn, *args)
 
     def _check_length(self, n: int) -> None:
         """Refuse a prompt that cannot fit before it is sent (the scheduler would refuse it too, less clearly)."""
@@ -137,14 +162,18 @@ class TokenizerManager(TokenizerManagerCore):
     def _wake(self, rid: str, state: ReqState, delta: str) -> None:
         state.event.set()
         tm_trace.waiter_woken(rid, delta, state.finished)
+        if self.metrics is not None:
+            self.metrics.output_arrived(rid, state.meta_info, state.finished)
 
     # ---- control messages -------------------------------------------------------------------------
     def abort_request(self, rid: str, drop_state: bool = False) -> bool:
-        """Ask the scheduler to stop `rid`. Its waiter, if kept, still gets the final "abort" output."""
+        """Ask the scheduler to stop `rid`. Its waiter, if kept, still gets the final "abort" output.
+        A rid this process does not know is not sent: the scheduler never had it, or was told when its
+        waiter went away."""
         known = rid in self.rid_to_state
         if drop_state:
             self.rid_to_state.pop(rid, None)
-        if self.dead_reason is None:
+        if known and self.dead_reason is None:
             self.send_to_scheduler.send(AbortReq(rid))
         return known
 
@@ -203,6 +232,7 @@ class TokenizerManager(TokenizerManagerCore):
             waiters.clear()
 
     def close(self) -> None:
+        self._tokenizer_thread.shutdown(wait=False, cancel_futures=True)
         self.send_to_scheduler.close()
         self.recv_from_detokenizer.close()
         self._context.term()

@@ -12,13 +12,10 @@ from minisgl.detokenizer.incremental import REPLACEMENT_CHAR, DecodeStatus, Deco
 
 
 @pytest.fixture(scope="module")
-def tok():
-    from transformers import AutoTokenizer
-
-    from minisgl.model_loader.bundled import bundled_model_path
-
-    path = bundled_model_path()
-    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+def tok(tokenizer):
+    """The engine's own tokenizer (converted from the GGUF once and cached; tests/model_loader checks the
+    cache against transformers' conversion)."""
+    return tokenizer
 
 
 def stream(

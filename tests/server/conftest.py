@@ -1,6 +1,6 @@
 """Server fixtures: one real `minisgl serve` subprocess shared by the session (float32, traced, with an API
-key), and the offline Engine with the same flags (a fork of the session's base Engine), whose greedy answers
-the server must reproduce."""
+key and /metrics), and the offline Engine with the same flags (a fork of the session's base Engine), whose
+greedy answers the server must reproduce."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def wait_drained(http: httpx.Client, timeout: float = 60) -> dict:
 def server(tmp_path_factory):
     trace_dir = tmp_path_factory.mktemp("server-trace")
     srv = ServeProcess([*serve_flags(ENGINE_FLAGS), "--api-key", API_KEY, "--trace", str(trace_dir),
-                        "--log-level", "warning"]).wait_ready()
+                        "--log-level", "warning", "--enable-metrics"]).wait_ready()
     yield srv
     # a clean stop, as after Ctrl-C: exit status 0, no child left, the socket folder gone
     code = srv.stop(signal.SIGINT)

@@ -29,7 +29,8 @@ def test_serve_help_lists_the_server_flags():
                          check=False)
     assert out.returncode == 0
     for flag in ("--host", "--port", "--model", "--api-key", "--log-level", "--served-model-name", "--trace",
-                 "--trace-level", "--max-total-tokens", "--dtype"):
+                 "--trace-level", "--max-total-tokens", "--dtype", "--graceful-shutdown-timeout",
+                 "--enable-metrics"):
         assert flag in out.stdout
 
 
@@ -162,3 +163,91 @@ def test_a_child_whose_parent_was_killed_exits_and_removes_the_sockets(tmp_path)
         assert not ipc_dir.exists()
     finally:
         parent.kill()
+
+
+def _stream(url: str, body: dict, out: dict, name: str, first_chunk: threading.Event | None = None) -> None:
+    with httpx.stream("POST", f"{url}/v1/completions", json={**body, "stream": True}, timeout=120) as resp:
+        lines = []
+        for line in resp.iter_lines():
+            if line:
+                lines.append(line)
+                if first_chunk is not None:
+                    first_chunk.set()
+        out[name] = (resp.status_code, lines)
+
+
+def _events(lines: list[str]) -> list[dict]:
+    return [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+
+
+def test_sigterm_lets_running_requests_finish_within_the_grace_period_then_ends_the_rest(tmp_path):
+    """SIGTERM with --graceful-shutdown-timeout 4 while three requests run. A short stream finishes within the
+    grace period as usual (finish_reason, [DONE]); a long stream and a long non-streaming request outlast it:
+    the stream gets an OpenAI error event and [DONE], the other a 503. A request sent during the grace period is
+    refused with 503 (and /health says 503). Then serve exits 0 on its own, leaving no child, no socket folder,
+    and a trace that `minisgl trace check` passes: every request finished in the scheduler, every KV slot
+    returned. (The server has no --enable-metrics: /metrics is 404.)"""
+    trace_dir = tmp_path / "trace"
+    srv = ServeProcess(["--max-total-tokens", "4096", "--context-length", "2048", "--log-level", "warning",
+                        "--graceful-shutdown-timeout", "4", "--trace", str(trace_dir)]).wait_ready()
+    long = {**LONG, "max_tokens": 1900}  # a CPU decodes nowhere near 1900 tokens in the 4 s of grace
+    results: dict[str, object] = {}
+    long_started, short_started = threading.Event(), threading.Event()
+    try:
+        assert httpx.get(f"{srv.url}/metrics").status_code == 404
+
+        def plain() -> None:
+            resp = httpx.post(f"{srv.url}/v1/completions", json=long, timeout=120)
+            results["plain"] = (resp.status_code, resp.json())
+
+        threads = [threading.Thread(target=_stream, args=(srv.url, long, results, "long", long_started)),
+                   threading.Thread(target=plain)]
+        for t in threads:
+            t.start()
+        assert long_started.wait(120), "the long stream never started"
+        short = threading.Thread(target=_stream, args=(srv.url, {**LONG, "max_tokens": 4}, results, "short",
+                                                        short_started))
+        short.start()
+        threads.append(short)
+        assert short_started.wait(120), "the short stream never started"
+        srv.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{srv.url}/health").status_code != 503:  # the signal was taken: shutting down
+            assert time.monotonic() < deadline, "/health never said 503 after SIGTERM"
+            time.sleep(0.05)
+        late = httpx.post(f"{srv.url}/v1/completions", json={**LONG, "max_tokens": 2}, timeout=30)
+        assert late.status_code == 503 and late.json()["error"]["code"] == "server_shutting_down"
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads), "a request hung during the shutdown"
+
+        status, lines = results["short"]  # finished within the grace period, as usual
+        assert status == 200 and lines[-1] == "data: [DONE]"
+        assert _events(lines)[-1]["choices"][0]["finish_reason"] == "length"
+        status, lines = results["long"]  # outlasted it: an error event, then [DONE]
+        assert status == 200 and lines[-1] == "data: [DONE]"
+        events = _events(lines)
+        assert len(events) > 1 and "choices" in events[0]
+        error = events[-1]["error"]
+        assert error["code"] == "server_shutting_down" and error["type"] == "server_error"
+        status, body = results["plain"]
+        assert status == 503 and body["error"]["code"] == "server_shutting_down"
+        assert "grace period" in body["error"]["message"]
+
+        assert srv.proc.wait(30) == 0  # by itself: nothing sent it a second signal
+        assert "2 request(s) outlasted the 4 s grace period" in srv.output()
+        assert srv.alive_descendants() == []
+        assert not Path(srv.ipc_dir).exists()
+        check = subprocess.run([*CLI, "trace", "check", str(trace_dir)], capture_output=True, text=True, env=ENV,
+                               timeout=120, check=False)
+        assert check.returncode == 0, check.stdout + check.stderr
+        from tracer.reader import load_trace
+
+        trace = load_trace(str(trace_dir))
+        aborted = {e.rid for e in trace.events if e.name == "tm.shutdown_aborted"}
+        assert len(aborted) == 2
+        for rid in aborted:  # the scheduler let each go: finished as an abort
+            finished = [e for e in trace.by_rid(rid) if e.name == "sched.finished"]
+            assert finished and finished[0].get("finish_reason")["type"] == "abort"
+    finally:
+        srv.stop(signal.SIGKILL)

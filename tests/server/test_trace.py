@@ -67,7 +67,8 @@ def _finish_reasons(trace_dir: str, rids: list[str], timeout: float = 60) -> dic
 
 def test_whole_trace_passes_the_tracer_checks(server, client, model, http):
     """Whatever ran before, the trace holds a request of each kind this test makes itself: a chat streamed
-    to its end, a plain completion cut by max_tokens, and a stream its client leaves after two chunks."""
+    to its end, a plain completion cut by max_tokens, a stream its client leaves after two chunks, and an abort
+    of a rid it never received."""
     streamed = list(client.chat.completions.create(model=model, temperature=0, max_tokens=6, stream=True,
                                                    messages=[{"role": "user", "content": "Name a fruit."}]))
     plain = client.completions.create(model=model, prompt="One, two, three,", temperature=0, max_tokens=5)
@@ -75,6 +76,9 @@ def test_whole_trace_passes_the_tracer_checks(server, client, model, http):
                                    stream=True, extra_body={"ignore_eos": True}) as left:
         chunks = iter(left)
         first = [next(chunks), next(chunks)]
+    # a rid this server never received: not forwarded, so the trace holds no request without a beginning
+    assert http.post("/abort_request", json={"rid": "never-received"}).json() == {"rid": "never-received",
+                                                                                 "found": False}
     rids = [streamed[0].id.removeprefix("chatcmpl-"), plain.id.removeprefix("cmpl-"),
             first[0].id.removeprefix("cmpl-")]
     reasons = _finish_reasons(server.trace_dir, rids)
