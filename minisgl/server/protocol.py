@@ -153,7 +153,7 @@ class AbortReqInput(RequestModel):
 
 
 class FlushCacheReqInput(RequestModel):
-    """POST /flush_cache takes no arguments: an empty body, or a JSON object (its fields are ignored)."""
+    """POST /flush_cache takes no arguments: an empty body, or an empty JSON object."""
 
 
 class PromptTokensDetails(BaseModel):
