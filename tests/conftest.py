@@ -14,12 +14,14 @@ from minisgl.model_loader.loader import load_model_config, load_tokenizer, resol
 # `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Each worker is its own process with
 # its own session fixtures, so tests that share something expensive are kept on one worker: a module goes to
 # the group of the first expensive fixture any of its tests uses, else it is a group of its own (so a
-# module-scoped fixture is built once). The expensive groups run first, so the other worker fills the time
-# with small modules instead of waiting at the end.
+# module-scoped fixture is built once). The two expensive groups are about the same size and run first, one
+# on each worker; the small modules fill the rest of both workers' time.
 SHARED_GROUPS = [
-    ("course", {"course_cache"}),  # the lesson site, built from every scenario's trace
-    ("transformers", {"hf_model_fp32", "hf_answers"}),  # transformers' float32 model and its greedy answers
-    ("server", {"server"}),  # the session's `minisgl serve`
+    # the scenario runs (a real server for some), and the lesson site built from all of them
+    ("scenario_runs", {"scenario_runs", "course_cache"}),
+    # transformers' float32 model and its greedy answers, and the session's `minisgl serve` (some server
+    # tests compare its logprobs with transformers')
+    ("transformers_and_server", {"hf_model_fp32", "hf_answers", "server"}),
 ]
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
