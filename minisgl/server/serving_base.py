@@ -24,7 +24,7 @@ from minisgl.server.errors import RequestError, format_validation_error
 from minisgl.server.protocol import GenerateReqInput, UsageInfo
 from minisgl.server.tokenizer_manager import TokenizerManager
 
-Chunk = tuple[dict[str, Any], str]  # one SSE payload, and the text it adds (for the trace)
+Chunk = tuple[dict[str, Any], str]  # one SSE payload, and the generated text it adds (for the trace)
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -73,7 +73,8 @@ class OpenAIServingCompletion(OpenAIServingBase):
         text = (self._echo(request) if first else "") + out["delta"]
         logprobs = self._logprobs(out, request, len(out["text"]) - len(out["delta"]))
         if text or (logprobs and logprobs["tokens"]):
-            chunks.append((chunk(text, logprobs=logprobs), text))
+            # the trace records the generated text only: an echoed prompt is sent, not generated
+            chunks.append((chunk(text, logprobs=logprobs), out["delta"]))
         if meta["finish_reason"] is not None:
             last = chunk("", finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta))
             chunks.append((with_warning(last, meta), ""))

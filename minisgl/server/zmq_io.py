@@ -62,8 +62,9 @@ class PushSender:
         self.dst = dst
 
     def send(self, obj: Any) -> None:
-        self.socket.send_multipart(_frames(ipc_trace.sent(obj, self.dst), obj))
-        tracer.flush()
+        flow = ipc_trace.sent(obj, self.dst)
+        tracer.flush()  # on disk before the message leaves: a reader never sees its receive without its send
+        self.socket.send_multipart(_frames(flow, obj))
 
     def close(self) -> None:
         self.socket.close()
