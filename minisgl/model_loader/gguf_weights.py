@@ -84,3 +84,22 @@ def iter_gguf_weights(path: Path, config: ModelConfig) -> Iterator[tuple[str, to
         elif name.endswith("k_proj.weight"):
             w = unpermute_rope(w, config.num_key_value_heads)
         yield name, torch.from_numpy(np.ascontiguousarray(w))
+
+
+def read_gguf_linear_blocks(path: Path, config: ModelConfig) -> dict[str, tuple[int, np.ndarray]]:
+    """The projections' weights as stored: Hugging Face name -> (ggml type, rows of bytes [N, bytes per row]).
+
+    Rows are put in the model's order (q and k un-permuted, a row of blocks moves as a whole), so a
+    quantized layer (layers/quantization/gguf.py) can decode them without dequantizing."""
+    out = {}
+    for t in _reader(path).tensors:
+        name = hf_name(t.name)
+        if name is None or not name.endswith("_proj.weight") or t.data.dtype != np.uint8:
+            continue
+        raw = t.data.reshape(-1, t.data.shape[-1])
+        if name.endswith("q_proj.weight"):
+            raw = unpermute_rope(raw, config.num_attention_heads)
+        elif name.endswith("k_proj.weight"):
+            raw = unpermute_rope(raw, config.num_key_value_heads)
+        out[name] = (t.tensor_type, raw)
+    return out
