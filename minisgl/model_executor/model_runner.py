@@ -92,12 +92,13 @@ class ModelRunner:
         # built on the meta device (no random init), given empty float32 storage, then filled from the checkpoint
         _materialize_empty(model)
         model.model.rotary_emb.build_cache()
-        model.load_weights(iter_weights(source, self.model_config))
-        model = model.to(device=self.device, dtype=self.dtype).eval()
-        if quantize:  # after the dtype change: the int4 layers hold bfloat16 scales and packed codes
+        kept = set()
+        if quantize:  # the int4 layers take their blocks as stored; those weights are then not dequantized
             from minisgl.model_loader.gguf_weights import read_gguf_linear_blocks
 
-            quantize_linears(model, read_gguf_linear_blocks(source.path, self.model_config))
+            kept = quantize_linears(model, read_gguf_linear_blocks(source.path, self.model_config), self.dtype)
+        model.load_weights(iter_weights(source, self.model_config, skip=kept))
+        model = model.to(device=self.device, dtype=self.dtype).eval()
         model.pack_weights()  # once, after the last dtype change: a no-op where oneDNN can't help
         return model
 

@@ -68,14 +68,15 @@ def unpermute_rope(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, d // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def iter_gguf_weights(path: Path, config: ModelConfig) -> Iterator[tuple[str, torch.Tensor]]:
+def iter_gguf_weights(path: Path, config: ModelConfig,
+                      skip: set[str] | frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
     import torch
     from gguf.constants import GGMLQuantizationType
     from gguf.quants import dequantize
 
     for t in _reader(path).tensors:
         name = hf_name(t.name)
-        if name is None:
+        if name is None or name in skip:
             continue
         w = dequantize(t.data, GGMLQuantizationType(t.tensor_type))
         w = np.array(w, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])

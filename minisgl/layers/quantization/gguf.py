@@ -122,7 +122,7 @@ class GGUFInt4Linear(nn.Module):
         sz = np.stack([blocks.scales, blocks.zeros], axis=-1).transpose(1, 0, 2)  # [K / 32, N, 2]
         self.register_buffer("scales_and_zeros", torch.from_numpy(np.ascontiguousarray(sz)).to(dtype),
                              persistent=False)
-        self.bias = None if bias is None else nn.Parameter(bias.detach().to(dtype), requires_grad=False)
+        self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, x.shape[-1])
@@ -135,13 +135,16 @@ class GGUFInt4Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, gguf int4, group {GROUP_SIZE}"
 
 
-def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]]) -> int:
-    """Swap each Linear whose checkpoint parts are all Q4_0 / Q4_1 for a GGUFInt4Linear; returns the count.
+def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]],
+                     dtype: torch.dtype = torch.bfloat16) -> set[str]:
+    """Swap each Linear whose checkpoint parts are all Q4_0 / Q4_1 for a GGUFInt4Linear, before the other
+    weights load; returns the checkpoint names it took (the loader then skips them). A bias stays a
+    parameter for the checkpoint to fill.
 
     `tensors`: Hugging Face name -> (ggml type, raw rows of bytes), rows already in the model's order."""
     from minisgl.layers.linear import Linear
 
-    swapped, kept = 0, {}
+    taken, swapped, kept = set(), 0, {}
     for name, module in list(model.named_modules()):
         if not isinstance(module, Linear):
             continue
@@ -153,10 +156,11 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
             continue
         blocks = Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0]) for p in parts])
         parent, _, attr = name.rpartition(".")
-        setattr(model.get_submodule(parent), attr, GGUFInt4Linear(blocks, module.bias, module.weight.dtype))
+        setattr(model.get_submodule(parent), attr, GGUFInt4Linear(blocks, module.bias, dtype))
+        taken.update(parts)
         swapped += 1
     for t, count in kept.items():
         logger.info("--quantization gguf: %d linear weight(s) dequantized (%s)", count,
                     "stored unquantized" if t is None else dequantize_reason(t))
     logger.info("--quantization gguf: %d linear layers run on packed int4 weights", swapped)
-    return swapped
+    return taken
