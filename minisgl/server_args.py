@@ -40,6 +40,12 @@ class ServerArgs:
             raise ValueError(f"--cpu-kernels must be auto, on or off, not {self.cpu_kernels!r}")
         if self.quantization not in (None, "none", "gguf"):
             raise ValueError(f"--quantization must be none or gguf, not {self.quantization!r}")
+        if self.quantization == "gguf" and self.dtype == "float32":
+            raise ValueError("--quantization gguf runs bfloat16 activations; --dtype float32 is the exact, "
+                             "dequantized reference path: drop one of the two flags")
+        if self.quantization == "gguf" and (self.dtype not in ("auto", "bfloat16") or self.device != "cpu"):
+            raise ValueError(f"--quantization gguf needs --device cpu and --dtype bfloat16 (or auto), not "
+                             f"{self.device} {self.dtype}")
         if self.max_total_tokens is not None and self.max_total_tokens < 1:
             raise ValueError(f"--max-total-tokens must be >= 1, not {self.max_total_tokens}")
         if self.max_running_requests < 1:

@@ -111,3 +111,13 @@ def test_unsupported_combinations_are_refused_in_one_line():
         decode_blocks(np.zeros((2, 34), np.uint8), 8)  # Q8_0: dequantized instead
     with pytest.raises(ValueError, match="--quantization must be none or gguf"):
         ServerArgs(quantization="awq").validate()
+    with pytest.raises(ValueError, match="float32 is the exact"):
+        ServerArgs(quantization="gguf", dtype="float32").validate()
+    ServerArgs(quantization="gguf").validate()  # auto: bfloat16 on cpu
+
+
+def test_the_runner_refuses_before_loading_any_weight(bundled_source, model_config):
+    from minisgl.model_executor.model_runner import ModelRunner
+
+    with pytest.raises(UnsupportedQuantization, match="float32 is the exact"):
+        ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", quantization="gguf"))
