@@ -121,3 +121,27 @@ def test_the_runner_refuses_before_loading_any_weight(bundled_source, model_conf
 
     with pytest.raises(UnsupportedQuantization, match="float32 is the exact"):
         ModelRunner(model_config, bundled_source, ServerArgs(dtype="float32", quantization="gguf"))
+
+
+@needs_kernel
+def test_a_fused_layer_with_a_part_not_in_int4_stays_dequantized_and_says_why(blocks, caplog):
+    from torch import nn
+
+    from minisgl.layers.linear import Linear
+    from minisgl.layers.quantization.gguf import Q8_0, quantize_linears
+
+    class Tiny(nn.Module):  # one fused projection of two checkpoint parts, another of one
+        def __init__(self):
+            super().__init__()
+            self.fused, self.single = Linear(576, 2 * 576, bias=False), Linear(576, 576, bias=False)
+
+        def checkpoint_names(self, name):
+            return [name.replace("fused", "a"), name.replace("fused", "b")] if "fused" in name else [name]
+
+    q4 = blocks["model.layers.0.self_attn.o_proj.weight"]
+    tensors = {"a.weight": q4, "b.weight": (Q8_0, np.zeros((576, 576 // 32 * 34), np.uint8)), "single.weight": q4}
+    model = Tiny()
+    with caplog.at_level("INFO"):
+        assert quantize_linears(model, tensors) == {"single.weight"}
+    assert isinstance(model.fused, Linear) and isinstance(model.single, GGUFInt4Linear)
+    assert "1 linear weight(s) dequantized to bfloat16 (Q8_0 has one scale per 32 weights" in caplog.text

@@ -150,9 +150,10 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
             continue
         parts = model.checkpoint_names(f"{name}.weight")
         types = [tensors[p][0] if p in tensors else None for p in parts]
-        if any(t not in INT4_TYPES for t in types):
+        if any(t not in INT4_TYPES for t in types):  # one part that isn't int4: the fused layer is dequantized
             for t in types:
-                kept[t] = kept.get(t, 0) + 1
+                if t not in INT4_TYPES:
+                    kept[t] = kept.get(t, 0) + 1
             continue
         blocks = Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0]) for p in parts])
         parent, _, attr = name.rpartition(".")
@@ -160,7 +161,8 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
         taken.update(parts)
         swapped += 1
     for t, count in kept.items():
-        logger.info("--quantization gguf: %d linear weight(s) dequantized (%s)", count,
+        logger.warning("--quantization gguf: %d linear weight(s) dequantized to bfloat16 (%s)", count,
                     "stored unquantized" if t is None else dequantize_reason(t))
-    logger.info("--quantization gguf: %d linear layers run on packed int4 weights", swapped)
+    logger.info("--quantization gguf: %d linear layers run on packed int4 weights (the embedding and a tied "
+                "lm_head stay dequantized)", swapped)
     return taken
