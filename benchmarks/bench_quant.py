@@ -1,6 +1,6 @@
 """--quantization gguf against the dequantized bf16 model: decode speed, greedy agreement, memory.
 
-    python benchmarks/bench_quant.py                    # about two minutes on an idle 2-core box
+    python benchmarks/bench_quant.py                    # about 7 minutes on a busy 2-core box (3 models)
     python benchmarks/bench_quant.py --threads 1        # on a busy shared machine
 
 - decode tok/s at batch 1 and 8 (bench_forward.py's workload: equal prompts of --prompt-len tokens, one
