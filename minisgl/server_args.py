@@ -18,6 +18,7 @@ class ServerArgs:
     context_length: int | None = None  # None: the model's own
     random_seed: int = 0
     cpu_kernels: str = "auto"  # auto | on | off: the C++ kernels of minisgl/kernels on the cpu
+    quantization: str | None = None  # None / "none": dequantize; "gguf": 4-bit GGUF blocks kept (cpu, bfloat16)
     # scheduler
     chunked_prefill_size: int | None = 512  # rows one prompt may take per round; None or -1: no chunking
     max_prefill_tokens: int = 4096  # prefill rows per round, over all admitted requests
@@ -37,6 +38,14 @@ class ServerArgs:
             raise ValueError(f"--device must be cpu, cuda or npu, not {self.device!r}")
         if self.cpu_kernels not in ("auto", "on", "off"):
             raise ValueError(f"--cpu-kernels must be auto, on or off, not {self.cpu_kernels!r}")
+        if self.quantization not in (None, "none", "gguf"):
+            raise ValueError(f"--quantization must be none or gguf, not {self.quantization!r}")
+        if self.quantization == "gguf" and self.dtype == "float32":
+            raise ValueError("--quantization gguf runs bfloat16 activations; --dtype float32 is the exact, "
+                             "dequantized reference path: drop one of the two flags")
+        if self.quantization == "gguf" and (self.dtype not in ("auto", "bfloat16") or self.device != "cpu"):
+            raise ValueError(f"--quantization gguf needs --device cpu and --dtype bfloat16 (or auto), not "
+                             f"{self.device} {self.dtype}")
         if self.max_total_tokens is not None and self.max_total_tokens < 1:
             raise ValueError(f"--max-total-tokens must be >= 1, not {self.max_total_tokens}")
         if self.max_running_requests < 1:
@@ -63,6 +72,10 @@ class ServerArgs:
                        help="C++ kernels for RMSNorm, rotary, SiLU-and-mul, paged decode attention and greedy "
                             "sampling on the cpu, built with g++ at first use (auto: use them if they build; "
                             "off: torch ops only)")
+        g.add_argument("--quantization", default=d.quantization, choices=["none", "gguf"],
+                       help="gguf: keep a .gguf model's Q4_0/Q4_1 linear weights packed and multiply them with "
+                            "torch's int4 cpu kernel (--dtype bfloat16 only; other types are dequantized); "
+                            "default: dequantize every weight")
         g.add_argument("--max-total-tokens", type=int, default=d.max_total_tokens,
                        help="KV cache size in tokens (default: from --mem-fraction-static)")
         g.add_argument("--mem-fraction-static", type=float, default=d.mem_fraction_static,

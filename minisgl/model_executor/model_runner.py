@@ -21,6 +21,7 @@ from minisgl.layers.attention.cpu_paged_backend import CpuPagedAttnBackend
 from minisgl.layers.attention.hybrid_attn_backend import HybridAttnBackend
 from minisgl.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from minisgl.layers.custom_op import CustomOp
+from minisgl.layers.quantization.gguf import check_supported, quantize_linears
 from minisgl.mem_cache.memory_pool import ReqToTokenPool, TokenToKVPool
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 from minisgl.model_loader.loader import ModelSource, iter_weights
@@ -85,12 +86,18 @@ class ModelRunner:
 
     def _load_model(self, source: ModelSource) -> torch.nn.Module:
         cls = ModelRegistry[self.model_config.architecture]
+        quantize = check_supported(self.server_args.quantization, source.kind, self.device, self.dtype)
         with torch.device("meta"):
             model = cls(self.model_config)
         # built on the meta device (no random init), given empty float32 storage, then filled from the checkpoint
         _materialize_empty(model)
         model.model.rotary_emb.build_cache()
-        model.load_weights(iter_weights(source, self.model_config))
+        kept = set()
+        if quantize:  # the int4 layers take their blocks as stored; those weights are then not dequantized
+            from minisgl.model_loader.gguf_weights import read_gguf_linear_blocks
+
+            kept = quantize_linears(model, read_gguf_linear_blocks(source.path, self.model_config), self.dtype)
+        model.load_weights(iter_weights(source, self.model_config, skip=kept))
         model = model.to(device=self.device, dtype=self.dtype).eval()
         model.pack_weights()  # once, after the last dtype change: a no-op where oneDNN can't help
         return model

@@ -68,14 +68,15 @@ def unpermute_rope(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, d // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def iter_gguf_weights(path: Path, config: ModelConfig) -> Iterator[tuple[str, torch.Tensor]]:
+def iter_gguf_weights(path: Path, config: ModelConfig,
+                      skip: set[str] | frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
     import torch
     from gguf.constants import GGMLQuantizationType
     from gguf.quants import dequantize
 
     for t in _reader(path).tensors:
         name = hf_name(t.name)
-        if name is None:
+        if name is None or name in skip:
             continue
         w = dequantize(t.data, GGMLQuantizationType(t.tensor_type))
         w = np.array(w, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])
@@ -84,3 +85,22 @@ def iter_gguf_weights(path: Path, config: ModelConfig) -> Iterator[tuple[str, to
         elif name.endswith("k_proj.weight"):
             w = unpermute_rope(w, config.num_key_value_heads)
         yield name, torch.from_numpy(np.ascontiguousarray(w))
+
+
+def read_gguf_linear_blocks(path: Path, config: ModelConfig) -> dict[str, tuple[int, np.ndarray]]:
+    """The projections' weights as stored: Hugging Face name -> (ggml type, rows of bytes [N, bytes per row]).
+
+    Rows are put in the model's order (q and k un-permuted, a row of blocks moves as a whole), so a
+    quantized layer (layers/quantization/gguf.py) can decode them without dequantizing."""
+    out = {}
+    for t in _reader(path).tensors:
+        name = hf_name(t.name)
+        if name is None or not name.endswith("_proj.weight") or t.data.dtype != np.uint8:
+            continue
+        raw = t.data.reshape(-1, t.data.shape[-1])
+        if name.endswith("q_proj.weight"):
+            raw = unpermute_rope(raw, config.num_attention_heads)
+        elif name.endswith("k_proj.weight"):
+            raw = unpermute_rope(raw, config.num_key_value_heads)
+        out[name] = (t.tensor_type, raw)
+    return out

@@ -55,11 +55,13 @@ def load_model_config(src: ModelSource) -> ModelConfig:
     return read_gguf_config(src.path)
 
 
-def iter_weights(src: ModelSource, config: ModelConfig) -> Iterator[tuple[str, torch.Tensor]]:
+def iter_weights(src: ModelSource, config: ModelConfig,
+                 skip: set[str] | frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
+    """(Hugging Face name, tensor) pairs; `skip`: GGUF weights a quantized layer has already taken."""
     if src.kind == "gguf":
         from minisgl.model_loader.gguf_weights import iter_gguf_weights
 
-        yield from iter_gguf_weights(src.path, config)
+        yield from iter_gguf_weights(src.path, config, skip)
         return
     from safetensors.torch import load_file
 

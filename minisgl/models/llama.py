@@ -144,11 +144,11 @@ class LlamaForCausalLM(nn.Module):
             else:
                 self._copy(params, name, w, name)
             loaded.add(name)
-        missing = sorted({c for n in params for c in self._checkpoint_names(n)} - loaded)
+        missing = sorted({c for n in params for c in self.checkpoint_names(n)} - loaded)
         if missing:
             raise UnsupportedModel(f"weights missing from checkpoint: {missing[:5]}")
 
-    def _checkpoint_names(self, param_name: str) -> list[str]:
+    def checkpoint_names(self, param_name: str) -> list[str]:
         """The checkpoint weights that fill one parameter: all parts of a fused one."""
         parts = [param_name.replace(f, p) for f, p, _ in self._stacked if f".{f}." in param_name]
         return parts or [param_name]

@@ -1,0 +1,168 @@
+"""`--quantization gguf`: GGUF's 4-bit blocks multiplied as they are, by torch's int4 CPU kernel.
+
+Batch-1 decode streams every weight once per token, so it is bound by memory bandwidth: bf16 weights are
+about 270 MB for SmolLM2-135M, its 4-bit blocks about 85 MB. Here the linear layers keep the blocks.
+
+The kernel is torch's own `aten._weight_int4pack_mm_for_cpu(x, packed, group_size, scales_and_zeros)`.
+Its weight is 4-bit codes q in 0..15, packed by `aten._convert_weight_to_int4pack_for_cpu` from an int32
+[N, K] matrix, and `scales_and_zeros` of shape [K / group_size, N, 2], in the activations' dtype; the
+value of one weight is (q - 8) * scale + zero (checked on a small matrix in the tests). GGUF's blocks
+are 32 weights along K with their own fp16 numbers, so with group_size 32 they map one to one:
+
+- Q4_1 (d, m, 32 codes): value = d * q + m   ->  scale = d, zero = m + 8 * d
+- Q4_0 (d, 32 codes):    value = d * (q - 8) ->  scale = d, zero = 0
+
+The one loss: scale and zero are stored in bfloat16 (8-bit mantissa) where GGUF has fp16 (11 bits), the
+same relative rounding that dequantizing to bfloat16 applies to each weight.
+
+Q8_0 (d, 32 int8 codes) is dequantized: torch's int8 kernel (`aten._weight_int8pack_mm`) takes one scale
+per output row, Q8_0 has one per 32 weights, and folding them into one per row is not exact. Other types
+(K-quants, ...) are dequantized too; the log says which.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+GROUP_SIZE = 32  # weights per GGUF block, along K
+Q4_0, Q4_1, Q8_0 = 2, 3, 8  # ggml types (gguf.GGMLQuantizationType values)
+_BLOCK_BYTES = {Q4_0: 18, Q4_1: 20}
+INT4_TYPES = tuple(_BLOCK_BYTES)
+_DEQUANT_REASON = {
+    Q8_0: "Q8_0 has one scale per 32 weights; torch's int8 kernel takes one per output row, which is not exact",
+}
+
+
+class UnsupportedQuantization(ValueError):
+    """A --quantization that this model, dtype or device cannot run, in one line."""
+
+
+def int4_kernel_available() -> bool:
+    aten = torch.ops.aten
+    return hasattr(aten, "_weight_int4pack_mm_for_cpu") and hasattr(aten, "_convert_weight_to_int4pack_for_cpu")
+
+
+def check_supported(quantization: str | None, model_kind: str, device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether `--quantization` asks for quantized linears; raises UnsupportedQuantization where it can't."""
+    if quantization in (None, "none"):
+        return False
+    if quantization != "gguf":
+        raise UnsupportedQuantization(f"--quantization must be none or gguf, not {quantization!r}")
+    if model_kind != "gguf":
+        raise UnsupportedQuantization("--quantization gguf needs a .gguf model (this one is a Hugging Face folder)")
+    if dtype == torch.float32:
+        raise UnsupportedQuantization("--quantization gguf runs bfloat16 activations; --dtype float32 is the exact, "
+                                      "dequantized reference path: drop one of the two flags")
+    if dtype != torch.bfloat16 or device.type != "cpu":
+        raise UnsupportedQuantization(f"--quantization gguf needs --device cpu and --dtype bfloat16 (or auto), not "
+                                      f"{device.type} {str(dtype).removeprefix('torch.')}")
+    if not int4_kernel_available():
+        raise UnsupportedQuantization(f"--quantization gguf: torch {torch.__version__} has no "
+                                      "aten._weight_int4pack_mm_for_cpu")
+    return True
+
+
+@dataclass
+class Int4Blocks:
+    """One weight matrix as torch's int4 kernel wants it, before packing: codes and per-group numbers."""
+
+    codes: np.ndarray  # uint8 [N, K], 0..15
+    scales: np.ndarray  # float32 [N, K / 32]
+    zeros: np.ndarray  # float32 [N, K / 32]; value = (code - 8) * scale + zero
+
+    def dequantize(self) -> np.ndarray:
+        s = np.repeat(self.scales, GROUP_SIZE, axis=1)
+        z = np.repeat(self.zeros, GROUP_SIZE, axis=1)
+        return (self.codes.astype(np.float32) - 8) * s + z
+
+    @staticmethod
+    def cat(parts: list[Int4Blocks]) -> Int4Blocks:
+        """Stacked along N (rows): how q, k, v (or gate and up) become one fused projection."""
+        return Int4Blocks(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("codes", "scales", "zeros")))
+
+
+def decode_blocks(raw: np.ndarray, ggml_type: int) -> Int4Blocks:
+    """GGUF Q4_0 / Q4_1 rows of bytes [N, K / 32 * block bytes] -> codes, scales and zeros.
+
+    A block is fp16 d (and, for Q4_1, fp16 m), then 16 bytes of codes: weight j is the low nibble of byte
+    j, weight j + 16 its high nibble."""
+    if ggml_type not in _BLOCK_BYTES:
+        raise UnsupportedQuantization(f"ggml type {ggml_type} has no int4 layout here (Q4_0 and Q4_1 do)")
+    n, row_bytes = raw.shape
+    blocks = np.ascontiguousarray(raw).reshape(n, row_bytes // _BLOCK_BYTES[ggml_type], _BLOCK_BYTES[ggml_type])
+    d = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
+    if ggml_type == Q4_1:
+        m = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
+        qs, zeros = blocks[..., 4:], m + 8 * d
+    else:
+        qs, zeros = blocks[..., 2:], np.zeros_like(d)
+    codes = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).reshape(n, -1)
+    return Int4Blocks(codes, d, zeros)
+
+
+def dequantize_reason(ggml_type: int) -> str:
+    return _DEQUANT_REASON.get(ggml_type, f"ggml type {ggml_type} has no int4 layout here")
+
+
+class GGUFInt4Linear(nn.Module):
+    """A linear layer over packed 4-bit weights: y = x @ W.T + b, W never materialized."""
+
+    def __init__(self, blocks: Int4Blocks, bias: torch.Tensor | None, dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        self.out_features, self.in_features = blocks.codes.shape
+        codes = torch.from_numpy(blocks.codes.astype(np.int32))
+        self.register_buffer("qweight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 2), persistent=False)
+        sz = np.stack([blocks.scales, blocks.zeros], axis=-1).transpose(1, 0, 2)  # [K / 32, N, 2]
+        self.register_buffer("scales_and_zeros", torch.from_numpy(np.ascontiguousarray(sz)).to(dtype),
+                             persistent=False)
+        self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, x.shape[-1])
+        out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.qweight, GROUP_SIZE, self.scales_and_zeros)
+        if self.bias is not None:
+            out = out + self.bias
+        return out.view(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, gguf int4, group {GROUP_SIZE}"
+
+
+def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]],
+                     dtype: torch.dtype = torch.bfloat16) -> set[str]:
+    """Swap each Linear whose checkpoint parts are all Q4_0 / Q4_1 for a GGUFInt4Linear, before the other
+    weights load; returns the checkpoint names it took (the loader then skips them). A bias stays a
+    parameter for the checkpoint to fill.
+
+    `tensors`: Hugging Face name -> (ggml type, raw rows of bytes), rows already in the model's order."""
+    from minisgl.layers.linear import Linear
+
+    taken, swapped, kept = set(), 0, {}
+    for name, module in list(model.named_modules()):
+        if not isinstance(module, Linear):
+            continue
+        parts = model.checkpoint_names(f"{name}.weight")
+        types = [tensors[p][0] if p in tensors else None for p in parts]
+        if any(t not in INT4_TYPES for t in types):  # one part that isn't int4: the fused layer is dequantized
+            for t in types:
+                if t not in INT4_TYPES:
+                    kept[t] = kept.get(t, 0) + 1
+            continue
+        blocks = Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0]) for p in parts])
+        parent, _, attr = name.rpartition(".")
+        setattr(model.get_submodule(parent), attr, GGUFInt4Linear(blocks, module.bias, dtype))
+        taken.update(parts)
+        swapped += 1
+    for t, count in kept.items():
+        logger.warning("--quantization gguf: %d linear weight(s) dequantized to bfloat16 (%s)", count,
+                    "stored unquantized" if t is None else dequantize_reason(t))
+    logger.info("--quantization gguf: %d linear layers run on packed int4 weights (the embedding and a tied "
+                "lm_head stay dequantized)", swapped)
+    return taken
