@@ -50,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-
 from bench_forward import CpuMeter, load_hf_model  # noqa: E402
+
 from minisgl.entrypoints.engine import Engine  # noqa: E402
 from minisgl.model_loader.loader import resolve_model  # noqa: E402
 

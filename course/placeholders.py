@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from course.facts import Facts, FactError, show
+from course.facts import FactError, Facts, show
 
 PLACEHOLDER = re.compile(r"\{\{\s*(?P<kind>[a-z]+)(?P<args>(?:[^}]|\}(?!\}))*)\}\}")
 KINDS = ("fact", "figure", "events", "rows", "try", "lab", "labs")

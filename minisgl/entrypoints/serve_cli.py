@@ -26,8 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from minisgl.configs.model_config import UnsupportedModel
     from minisgl.labs.swap import LabSwapError, apply_from_env
     from minisgl.model_loader.bundled import ModelNotFound
-    from minisgl.server.server_lifecycle import launch_server
     from minisgl.server.http_server_args import HttpServerArgs
+    from minisgl.server.server_lifecycle import launch_server
 
     server_args = ServerArgs.from_cli_args(args)
     http_args = HttpServerArgs.from_cli_args(args)

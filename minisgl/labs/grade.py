@@ -116,10 +116,10 @@ def reference_trace(lab: Lab, reference_dir: Path | None):
 
 def run_trace(lab: Lab, learner: Path, out_dir: Path, reference_dir: Path | None = None,
               timeout: float = TRACE_TIMEOUT) -> TraceResult:
+    import shutil
+
     from minisgl.labs.trace_diff import first_divergence
     from tracer.reader import TraceError, load_trace
-
-    import shutil
 
     out_dir.mkdir(parents=True, exist_ok=True)
     trace_dir, report = out_dir / "trace", out_dir / "run.json"

@@ -13,7 +13,6 @@ import torch.nn.functional as F
 from minisgl.layers.linear import Linear, onednn_packing_available, pack_weight
 
 
-
 def _packing_accepted() -> bool:
     """pack_weight refuses (returns None) where oneDNN's result differs from F.linear on this CPU."""
     if not onednn_packing_available():
