@@ -8,6 +8,8 @@ where they part, the two tokens chosen are float32's two best candidates, less t
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -32,12 +34,18 @@ def engine_bf16():
 
 
 @pytest.fixture(scope="module")
-def hf_answers_bf16(bundled_source, chat_prompt_ids):
-    from transformers import AutoModelForCausalLM
-
-    hf = AutoModelForCausalLM.from_pretrained(
-        str(bundled_source.path.parent), gguf_file=bundled_source.path.name, dtype=torch.bfloat16
-    ).eval()
+def hf_answers_bf16(hf_model_fp32, chat_prompt_ids):
+    """transformers' own bfloat16 run. Its model is the session's float32 one cast to bfloat16, which is what
+    from_pretrained(dtype=torch.bfloat16) builds from the GGUF without a second conversion: the same
+    dequantized weights cast to bfloat16, and the rotary buffers kept in float32 (transformers computes them
+    so); a one-off comparison of the two gave bit-identical logits and greedy tokens."""
+    hf = copy.deepcopy(hf_model_fp32).to(torch.bfloat16)
+    for name, buf in hf_model_fp32.named_buffers():  # inv_freq, original_inv_freq
+        module, attr = name.rsplit(".", 1)
+        setattr(hf.get_submodule(module), attr, buf.clone())
+    hf.config.dtype = torch.bfloat16
+    assert all(p.dtype == torch.bfloat16 for p in hf.parameters())
+    assert all(b.dtype == torch.float32 for b in hf.buffers())
     answers = []
     for prompt in chat_prompt_ids:
         ids = torch.tensor([prompt])
