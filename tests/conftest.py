@@ -35,16 +35,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 def pytest_collection_modifyitems(config, items):
     if not config.getoption("loadgroup", False):  # set on each worker when the run is --dist loadgroup
         return
-    modules: dict[str, str] = {}
+    modules: dict[str, str] = {}  # module -> its group: the best-ranked shared group any of its tests uses
     for item in items:
         module = item.nodeid.split("::")[0]
-        for rank, (name, fixtures) in enumerate(SHARED_GROUPS):
-            if fixtures & set(item.fixturenames):
-                current = modules.get(module)
-                if current is None or current not in dict(SHARED_GROUPS) or rank < _rank(current):
-                    modules[module] = name
-                break
-        modules.setdefault(module, module)
+        group = next((name for name, fixtures in SHARED_GROUPS if fixtures & set(item.fixturenames)), module)
+        if _rank(group) < _rank(modules.setdefault(module, module)):
+            modules[module] = group
     for item in items:
         item.add_marker(pytest.mark.xdist_group(modules[item.nodeid.split("::")[0]]))
     items.sort(key=lambda item: _rank(modules[item.nodeid.split("::")[0]]))  # stable: file order kept within

@@ -68,6 +68,15 @@ def unpermute_rope(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, d // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def _in_model_order(name: str, w: np.ndarray, config: ModelConfig) -> np.ndarray:
+    """q and k rows as the model expects them (GGUF stores them permuted for llama.cpp's rope)."""
+    if name.endswith("q_proj.weight"):
+        return unpermute_rope(w, config.num_attention_heads)
+    if name.endswith("k_proj.weight"):
+        return unpermute_rope(w, config.num_key_value_heads)
+    return w
+
+
 def iter_gguf_weights(path: Path, config: ModelConfig,
                       skip: set[str] | frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
     import torch
@@ -80,10 +89,7 @@ def iter_gguf_weights(path: Path, config: ModelConfig,
             continue
         w = dequantize(t.data, GGMLQuantizationType(t.tensor_type))
         w = np.array(w, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])
-        if name.endswith("q_proj.weight"):
-            w = unpermute_rope(w, config.num_attention_heads)
-        elif name.endswith("k_proj.weight"):
-            w = unpermute_rope(w, config.num_key_value_heads)
+        w = _in_model_order(name, w, config)
         yield name, torch.from_numpy(np.ascontiguousarray(w))
 
 
@@ -97,10 +103,5 @@ def read_gguf_linear_blocks(path: Path, config: ModelConfig) -> dict[str, tuple[
         name = hf_name(t.name)
         if name is None or not name.endswith("_proj.weight") or t.data.dtype != np.uint8:
             continue
-        raw = t.data.reshape(-1, t.data.shape[-1])
-        if name.endswith("q_proj.weight"):
-            raw = unpermute_rope(raw, config.num_attention_heads)
-        elif name.endswith("k_proj.weight"):
-            raw = unpermute_rope(raw, config.num_key_value_heads)
-        out[name] = (t.tensor_type, raw)
+        out[name] = (t.tensor_type, _in_model_order(name, t.data.reshape(-1, t.data.shape[-1]), config))
     return out

@@ -53,6 +53,12 @@ class RequestError(ValueError):
         return JSONResponse(self.to_response().model_dump(), status_code=self.status_code)
 
 
+def model_not_found(model: str, served_model_name: str) -> RequestError:
+    """404: the request names a model this server does not serve."""
+    return RequestError(f"the model `{model}` does not exist: this server serves `{served_model_name}`",
+                        status_code=404, param="model", code="model_not_found")
+
+
 def server_unavailable(reason: str) -> RequestError:
     """503: a child process died, so nothing can be generated any more; the message says which and why."""
     return RequestError(f"the server cannot serve requests: {reason}", status_code=503, err_type="server_error",

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
 from minisgl import __version__
-from minisgl.server.errors import RequestError, server_shutting_down, server_unavailable
+from minisgl.server.errors import RequestError, model_not_found, server_shutting_down, server_unavailable
 from minisgl.server.http_guards import install_guards, require_json, require_json_if_body
 from minisgl.server.http_server_args import DEFAULT_MAX_REQUEST_BODY_BYTES
 from minisgl.server.protocol import AbortReqInput, FlushCacheReqInput, ModelCard, ModelList
@@ -86,8 +86,7 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
     @app.get("/v1/models/{model:path}", dependencies=auth)
     async def retrieve_model(model: str) -> dict[str, Any]:
         if model != served_model_name:
-            raise RequestError(f"the model `{model}` does not exist: this server serves `{served_model_name}`",
-                               status_code=404, param="model", code="model_not_found")
+            raise model_not_found(model, served_model_name)
         return model_card().model_dump(mode="json")
 
     @app.get("/health")

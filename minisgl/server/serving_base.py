@@ -20,7 +20,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 
 from minisgl.server import tm_trace
-from minisgl.server.errors import RequestError, format_validation_error
+from minisgl.server.errors import RequestError, format_validation_error, model_not_found
 from minisgl.server.protocol import GenerateReqInput, UsageInfo
 from minisgl.server.tokenizer_manager import TokenizerManager
 
@@ -56,8 +56,7 @@ class OpenAIServingBase:
     def _validate_request(self, request: Any) -> None:
         model = getattr(request, "model", None)
         if model and model != self.served_model_name:
-            raise RequestError(f"the model `{model}` does not exist: this server serves `{self.served_model_name}`",
-                               status_code=404, param="model", code="model_not_found")
+            raise model_not_found(model, self.served_model_name)
 
     # ---- the skeleton -----------------------------------------------------------------------------
     async def handle_request(self, raw_request: Request) -> Response:

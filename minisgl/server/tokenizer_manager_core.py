@@ -124,7 +124,7 @@ class TokenizerManagerCore:
         # the chosen token's value wherever it appears: the sampler's kernel sums exps its own way, so a top
         # entry for the same token may differ in the fifth decimal
         chosen = [{tid: val} for val, tid, _ in tokens]
-        tops = [detokenize_logprob_tokens(self.tokenizer, [c.get(i, v) for v, i in zip(vs, ids)], ids, with_text)
+        tops = [detokenize_logprob_tokens(self.tokenizer, [c.get(tid, v) for v, tid in zip(vs, ids)], ids, with_text)
                 for vs, ids, c in zip(top_vals, top_idxs, chosen)]
         state.output_token_logprobs.extend(tokens)
         state.output_top_logprobs.extend(tops)
