@@ -65,7 +65,7 @@ def test_shared_prefix_is_cached(base_engine):
 
 RETRACT_PROMPTS = ["The history of the Roman empire", "A recipe for bread:", "Dear diary, today I",
                    "The rules of chess are", "In the year 2050, cities"]
-RETRACT_PARAMS = {"max_new_tokens": 40, "temperature": 0, "ignore_eos": True}
+RETRACT_PARAMS = {"max_new_tokens": 20, "temperature": 0, "ignore_eos": True}
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +77,9 @@ def roomy_outputs(base_engine) -> list[list[int]]:
     return outs
 
 
-@pytest.mark.parametrize("flags", [dict(max_total_tokens=120), dict(max_total_tokens=120, chunked_prefill_size=8),
-                                   dict(max_total_tokens=120, disable_radix_cache=True)])
+# 5 prompts of about 7 tokens, 20 new tokens each: 70 slots admit them all, then run out while decoding
+@pytest.mark.parametrize("flags", [dict(max_total_tokens=70), dict(max_total_tokens=70, chunked_prefill_size=8),
+                                   dict(max_total_tokens=70, disable_radix_cache=True)])
 def test_retracted_requests_resume_with_the_same_tokens(base_engine, roomy_outputs, flags):
     tight = base_engine.fork(**flags)
     got = [o["output_ids"] for o in tight.generate(RETRACT_PROMPTS, RETRACT_PARAMS)]

@@ -133,9 +133,12 @@ def test_sampling_determinism(engine, tmp_path):
         {**GREEDY, "temperature": 1.0, "top_p": 1e-6, "seed": 7},  # a sorted draw
         {**GREEDY, "temperature": 1.0, "min_p": 1.0, "seed": 7},  # an unsorted draw
     ]
-    for params in one_candidate:
-        assert engine.generate(q, params)["output_ids"] == greedy, params
-    assert engine.generate(q, {**GREEDY, "temperature": 1.0, "seed": 7})["output_ids"] != greedy
+    # one batch: each row takes its own path through the sampler, whatever its batch-mates are
+    unfiltered = {**GREEDY, "temperature": 1.0, "seed": 7}
+    outs = engine.generate([q] * (len(one_candidate) + 1), one_candidate + [unfiltered])
+    for params, out in zip(one_candidate, outs):
+        assert out["output_ids"] == greedy, params
+    assert outs[-1]["output_ids"] != greedy
 
     seeded = {"max_new_tokens": 12, "temperature": 1.0, "top_p": 0.95, "seed": 1234}
     a = engine.generate(q, seeded)["output_ids"]
@@ -151,7 +154,7 @@ def test_sampling_determinism(engine, tmp_path):
     shared = [ev for ev in load_trace(tmp_path).events
               if ev.name == "sched.batch_formed" and set(ev.rids) == {"seeded", "mate"}]
     assert shared and any(ev.get("forward_mode") == "DECODE" for ev in shared)
-    others = {tuple(engine.generate(q, {**seeded, "seed": s})["output_ids"]) for s in range(3)}
+    others = {tuple(o["output_ids"]) for o in engine.generate([q] * 3, [{**seeded, "seed": s} for s in range(3)])}
     assert len(others) > 1
     assert_no_leak(engine)
     assert_no_leak(traced)

@@ -7,6 +7,17 @@ import pytest
 pytestmark = pytest.mark.anyio
 
 
+async def until(pilot, condition, timeout: float = 30.0) -> None:
+    """Wait for the app's timers to make condition() true: no fixed sleep, so a busy machine only waits
+    longer (the timeout is for a player that never gets there)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the player did not get there in time"
+        await pilot.pause(0.05)
+
+
 async def test_keys_step_events_rounds_and_ends(engine_trace, open_app):
     ends = [ev.index for ev in engine_trace.events if ev.name == "sched.round_end"]
     last = len(engine_trace.events) - 1
@@ -53,7 +64,7 @@ async def test_play_pause_and_speed(engine_trace, open_app):
         assert t.speed == 1
         await pilot.press("space")
         assert t.playing and "1/s ▶" in app.query_one("Scrubber").text.plain
-        await pilot.pause(1.3)
+        await until(pilot, lambda: t.cursor >= 1)  # a second or so; longer on a loaded machine
         await pilot.press("space")
         assert not t.playing
         stopped = t.cursor
@@ -63,8 +74,8 @@ async def test_play_pause_and_speed(engine_trace, open_app):
         await pilot.press(*["plus"] * 6)
         assert t.speed == 100
         await pilot.press("space")
-        await pilot.pause(1.5)  # 89 events at 100 a second: it plays to the end and stops there
-        assert not t.playing and t.cursor == len(engine_trace.events) - 1
+        await until(pilot, lambda: not t.playing)  # 89 events at 100 a second: it plays to the end, stops
+        assert t.cursor == len(engine_trace.events) - 1
         assert "paused" in app.query_one("Scrubber").text.plain
 
 
