@@ -20,9 +20,12 @@ def request_received(rid: str, endpoint: str, request_type: str, stream: bool, s
     be followed from the router's log into this trace."""
     if not tracer.enabled:
         return
-    extra = {} if request_id is None else {"request_id": request_id}
-    tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
-                 sampling_params=sampling_params, **extra)
+    if request_id is None:
+        tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
+                     sampling_params=sampling_params)
+    else:
+        tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
+                     sampling_params=sampling_params, request_id=request_id)
 
 
 def generate_req_input(rid: str) -> None:
