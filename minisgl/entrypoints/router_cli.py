@@ -48,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--startup-timeout", type=float, default=600.0, metavar="SECONDS",
                    help="how long to wait for every worker and the router to be ready (default 600)")
     g = p.add_argument_group("every worker (as in `minisgl serve`)")
+    g.add_argument("--api-key", default=None,
+                   help="every worker wants 'Authorization: Bearer KEY' (as `minisgl serve --api-key`), and the "
+                        "router is given the key to reach them (its --api-key)")
     g.add_argument("--served-model-name", default=None, help="the model id clients send (default: the model's name)")
     g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error", "critical"),
                    help="the workers' log level")
@@ -92,8 +95,8 @@ def serve_argv(args: argparse.Namespace) -> list[str]:
             argv += [flag, *map(str, value)]
         else:
             argv += [flag, str(value)]
-    for name, flag in (("served_model_name", "--served-model-name"), ("log_level", "--log-level"),
-                       ("trace_level", "--trace-level")):
+    for name, flag in (("api_key", "--api-key"), ("served_model_name", "--served-model-name"),
+                       ("log_level", "--log-level"), ("trace_level", "--trace-level")):
         argv += [flag, str(getattr(args, name))] if getattr(args, name) is not None else []
     if args.enable_metrics:
         argv.append("--enable-metrics")
@@ -116,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
             router_python=find_router_python(args.router_python), num_workers=workers,
             worker_urls=list(args.worker_urls or ()), serve_argv=serve_argv(args), trace_dir=args.trace_dir,
             policy=args.policy, host=args.host, port=args.port, router_log_level=args.router_log_level,
-            router_args=router_args, startup_timeout=args.startup_timeout,
+            router_args=router_args + (["--api-key", args.api_key] if args.api_key else []),
+            startup_timeout=args.startup_timeout,
         )
     except (RouterLaunchError, ValueError) as e:
         print(f"minisgl router: error: {e}", file=sys.stderr)

@@ -34,6 +34,10 @@ class RouterLaunchError(RuntimeError):
     """A launch that cannot go on: no router installed, a worker that died or never became ready."""
 
 
+class _Interrupted(Exception):
+    """SIGINT or SIGTERM during start-up: stop everything, as asked (exit status 0, like `minisgl serve`)."""
+
+
 def find_router_python(given: str | None) -> str:
     """The Python that can import sglang_router: --router-python, else .venv-router here or in the checkout."""
     checkout = Path(__file__).resolve().parents[2]
@@ -43,7 +47,8 @@ def find_router_python(given: str | None) -> str:
             probe = subprocess.run([str(python), "-c", "import sglang_router"], capture_output=True, text=True)
             if probe.returncode == 0:
                 return str(python)
-            raise RouterLaunchError(f"{python} cannot import sglang_router ({probe.stderr.strip()[-200:]}); "
+            why = (probe.stderr.strip().splitlines() or ["?"])[-1]
+            raise RouterLaunchError(f"{python} cannot import sglang_router ({why}); "
                                     "run `make router-env` or pass --router-python")
     where = given or " or ".join(str(c) for c in candidates)
     raise RouterLaunchError(f"no Python with sglang-router at {where}: run `make router-env` (it installs "
@@ -95,6 +100,9 @@ class RouterLauncher:
         except RouterLaunchError as e:
             print(f"minisgl router: error: {e}", file=sys.stderr, flush=True)
             return 1
+        except _Interrupted:
+            print(f"minisgl router: {signal.Signals(self.signum).name} during start-up: stopping", flush=True)
+            return 0
         finally:
             self.stop()
             for sig, handler in old.items():
@@ -133,13 +141,13 @@ class RouterLauncher:
                     raise RouterLaunchError(f"worker {i} exited with status {proc.returncode} before it was ready")
             if time.monotonic() > deadline:
                 raise RouterLaunchError(f"the workers were not ready within {self.startup_timeout:g} s")
-            self._check_signal_or_return()
+            self._check_signal()
             time.sleep(POLL_S)
         self.worker_urls += [self.ready_urls[i] for i in range(self.num_workers)]
 
-    def _check_signal_or_return(self) -> None:
+    def _check_signal(self) -> None:
         if self.signum is not None:
-            raise RouterLaunchError(f"stopped by signal {signal.Signals(self.signum).name} during start-up")
+            raise _Interrupted()
 
     # ---- the router -------------------------------------------------------------------------------
     def router_argv(self) -> list[str]:
@@ -170,7 +178,7 @@ class RouterLauncher:
                 pass
             if time.monotonic() > deadline:
                 raise RouterLaunchError(f"the router did not answer {url} within {self.startup_timeout:g} s")
-            self._check_signal_or_return()
+            self._check_signal()
             time.sleep(POLL_S)
 
     # ---- serving ----------------------------------------------------------------------------------
