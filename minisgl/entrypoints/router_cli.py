@@ -49,8 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how long to wait for every worker and the router to be ready (default 600)")
     g = p.add_argument_group("every worker (as in `minisgl serve`)")
     g.add_argument("--api-key", default=None,
-                   help="every worker wants 'Authorization: Bearer KEY' (as `minisgl serve --api-key`), and the "
-                        "router is given the key to reach them (its --api-key)")
+                   help="every worker wants 'Authorization: Bearer KEY' (as `minisgl serve --api-key`); the "
+                        "router is given the same key (its --api-key): it sends it to the workers and wants it "
+                        "from its clients")
     g.add_argument("--served-model-name", default=None, help="the model id clients send (default: the model's name)")
     g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error", "critical"),
                    help="the workers' log level")
