@@ -30,7 +30,14 @@ HARMLESS: dict[str, tuple[Any, ...]] = {
     "return_routed_experts": (False,),
     "no_stop_trim": (False,),
     "stream_reasoning": (True,),
-    "separate_reasoning": (False,),
+    # SGLang's router sends `separate_reasoning: true` (SGLang's default) on every chat request; without a
+    # reasoning parser (minisgl has none, SGLang has none unless --reasoning-parser) it changes nothing
+    "separate_reasoning": (False, True),
+    "continue_final_message": (False,),
+    "background": (False,),
+    "no_logs": (False,),
+    "return_bytes": (False,),
+    "return_entropy": (False,),
 }
 
 def refuse_unsupported(cls: type, value: Any, info: ValidationInfo) -> Any:
@@ -63,6 +70,20 @@ class RouterFields(RequestModel):
             raise ValueError(f"this server runs one data-parallel rank (0), so rank {value} does not exist")
         return value
 
+
+class GenerateRouterFields(RequestModel):
+    """What SGLang's router adds to a native /generate body (it re-serializes the body with its own defaults).
+    `model` is checked against the served model as on the OpenAI endpoints; `log_metrics` has no effect (the
+    metrics count every request); the others are accepted only with the value that asks for nothing."""
+
+    model: str | None = None
+    log_metrics: bool = True
+    background: Any = None
+    no_logs: Any = None
+    return_bytes: Any = None
+    return_entropy: Any = None
+
+    check_generate_router = refusing("background", "no_logs", "return_bytes", "return_entropy")
 
 
 class SGLangUnsupportedFields(RequestModel):

@@ -16,6 +16,7 @@ from minisgl.server.graceful_shutdown import ShutdownServer, graceful_shutdown
 from minisgl.server.http_server import create_app
 from minisgl.server.http_server_args import HttpServerArgs
 from minisgl.server.port_args import PortArgs
+from minisgl.server.router_endpoints import WorkerInfo, build_worker_info
 from minisgl.server.subprocesses import EngineProcesses, StartupError
 from minisgl.server.tokenizer_manager import EngineLimits, TokenizerManager
 from minisgl.server_args import ServerArgs
@@ -56,7 +57,7 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
     logging.basicConfig(level=http_args.log_level.upper(),
                         format="[tokenizer_manager %(process)d] %(levelname)s %(name)s: %(message)s")
     source = resolve_model(server_args.model)  # a missing model fails here, before any child starts
-    load_model_config(source)
+    model_config = load_model_config(source)
     served_model_name = http_args.served_model_name or source.name
     trace_dir = http_args.resolve_trace_dir()
     if trace_dir is not None:
@@ -74,7 +75,9 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
         info = processes["scheduler"].info
         limits = EngineLimits(info["max_req_len"], info["max_total_num_tokens"], info["context_len"],
                               info["vocab_size"])
-        return asyncio.run(_serve(http_args, port_args, processes, tokenizer, limits, served_model_name, stop))
+        worker_info = build_worker_info(server_args, http_args, source, model_config, info, served_model_name)
+        return asyncio.run(_serve(http_args, port_args, processes, tokenizer, limits, served_model_name, stop,
+                                  worker_info))
     except StartupError as e:
         print(f"minisgl serve: error: {e}", file=sys.stderr, flush=True)
         return e.exit_code
@@ -89,7 +92,7 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
 
 
 async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: EngineProcesses, tokenizer,
-                 limits: EngineLimits, served_model_name: str, stop: _StopFlag) -> int:
+                 limits: EngineLimits, served_model_name: str, stop: _StopFlag, worker_info: WorkerInfo) -> int:
     if stop.is_set():
         return 0
     metrics = None
@@ -99,7 +102,7 @@ async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: Engi
         metrics = TokenizerMetricsCollector(served_model_name)
     tokenizer_manager = TokenizerManager(port_args, tokenizer, limits, metrics)
     app = create_app(tokenizer_manager, served_model_name, http_args.api_key, processes.pids(),
-                     http_args.max_request_body_bytes, http_args.allowed_origins)
+                     http_args.max_request_body_bytes, http_args.allowed_origins, worker_info)
     if metrics is not None:
         from minisgl.server.metrics import add_metrics_route
 

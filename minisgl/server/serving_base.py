@@ -65,7 +65,7 @@ class OpenAIServingBase:
             request = await read_request(raw_request, self.request_cls, self.tokenizer_manager)
             rid = self._new_rid(request)
             tm_trace.request_received(rid, self.endpoint, self.request_cls.__name__, request.stream,
-                                      self._sampling_params(request))
+                                      self._sampling_params(request), router_request_id(raw_request))
             self._validate_request(request)
             obj = self._convert_to_internal_request(request, rid)
             if request.stream:
@@ -124,6 +124,21 @@ class OpenAIServingBase:
 
 
 # ---- helpers the endpoints share ------------------------------------------------------------------
+# The headers SGLang's router (sgl-model-gateway) takes its request id from and passes on to the worker: a
+# client's x-request-id (or x-correlation-id) is the `request_id` in the router's log and reaches us unchanged.
+REQUEST_ID_HEADERS = ("x-request-id", "x-correlation-id")
+MAX_REQUEST_ID_CHARS = 256
+
+
+def router_request_id(raw_request: Request) -> str | None:
+    """The request id a router (or the client) sent in a header, for the trace; None without one."""
+    for header in REQUEST_ID_HEADERS:
+        value = raw_request.headers.get(header)
+        if value:
+            return value[:MAX_REQUEST_ID_CHARS]
+    return None
+
+
 OFF_LOOP_PARSE_BYTES = 64 * 1024  # bodies from here on are parsed on the tokenizer thread
 
 
