@@ -6,6 +6,9 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
+LOAD_BALANCE_METHODS = ("round_robin", "shortest_queue")
+UNSUPPORTED_LOAD_BALANCE_METHODS = ("minimum_tokens", "follow_bootstrap_room")  # SGLang's, not built here
+
 
 @dataclass
 class ServerArgs:
@@ -26,6 +29,9 @@ class ServerArgs:
     disable_radix_cache: bool = False
     enable_mixed_chunk: bool = False
     stream_interval: int = 1
+    # data parallelism: N scheduler processes, each with its own model copy and KV pool
+    dp_size: int = 1  # 1: no DataParallelController, the TokenizerManager talks to the one scheduler
+    load_balance_method: str = "round_robin"  # how the DataParallelController picks a rank
 
     def __post_init__(self) -> None:
         if self.chunked_prefill_size is not None and self.chunked_prefill_size <= 0:
@@ -58,6 +64,14 @@ class ServerArgs:
             raise ValueError(f"--schedule-policy must be fcfs or lpm, not {self.schedule_policy!r}")
         if self.stream_interval < 1:
             raise ValueError(f"--stream-interval must be >= 1, not {self.stream_interval}")
+        if self.dp_size < 1:
+            raise ValueError(f"--dp-size must be >= 1, not {self.dp_size}")
+        if self.load_balance_method in UNSUPPORTED_LOAD_BALANCE_METHODS:
+            raise ValueError(f"--load-balance-method {self.load_balance_method} is SGLang's but not implemented "
+                             f"in minisgl; use {' or '.join(LOAD_BALANCE_METHODS)}")
+        if self.load_balance_method not in LOAD_BALANCE_METHODS:
+            raise ValueError(f"--load-balance-method must be {' or '.join(LOAD_BALANCE_METHODS)}, not "
+                             f"{self.load_balance_method!r}")
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +111,14 @@ class ServerArgs:
                        help="let running requests' decode steps ride along in prefill rounds (MIXED)")
         g.add_argument("--stream-interval", type=int, default=d.stream_interval,
                        help="send streamed tokens every N tokens")
+        g = parser.add_argument_group("data parallelism")
+        g.add_argument("--dp-size", type=int, default=d.dp_size,
+                       help="scheduler processes (ranks), each with its own model copy and KV cache, behind a "
+                            "DataParallelController process; 1 (default): one scheduler, no controller")
+        g.add_argument("--load-balance-method", default=d.load_balance_method,
+                       help="how the DataParallelController picks a rank for a request that names none: "
+                            "round_robin (in turn) or shortest_queue (fewest running and waiting requests); "
+                            "a request's routed_dp_rank (or X-Data-Parallel-Rank header) always wins")
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:

@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 
 from tracer import schema as S
 from tracer.check_admission import check_admission
+from tracer.dp_ranks import dp_scheduler_procs, rank_view
 from tracer.event import Event
 from tracer.reader import Trace
 from tracer.replay import replay
@@ -24,9 +25,37 @@ CLIENT_LEFT = 499  # the HTTP status the server traces for a client that closed 
 
 
 def check_trace(trace: Trace) -> list[str]:
-    """Every failed invariant, one line each; an empty list means the trace is consistent."""
-    return (check_sequence(trace) + check_ipc(trace) + check_lifecycles(trace) + check_kv(trace)
-            + check_tokens(trace) + check_rounds(trace) + check_replay(trace) + check_admission(trace))
+    """Every failed invariant, one line each; an empty list means the trace is consistent. With several
+    data-parallel scheduler ranks, the scheduler's own invariants (KV, rounds, replay, admission) are checked
+    on each rank's view (tracer/dp_ranks.py), prefixed with the rank's process name."""
+    out = check_sequence(trace) + check_ipc(trace) + check_lifecycles(trace) + check_tokens(trace)
+    ranks = dp_scheduler_procs(trace)
+    if not ranks:
+        return out + _check_scheduler(trace)
+    out += check_dispatch(trace)
+    for proc in ranks:
+        out += [f"{proc}: {line}" for line in _check_scheduler(rank_view(trace, proc))]
+    return out
+
+
+def _check_scheduler(trace: Trace) -> list[str]:
+    return check_kv(trace) + check_rounds(trace) + check_replay(trace) + check_admission(trace)
+
+
+def check_dispatch(trace: Trace) -> list[str]:
+    """Each request the DataParallelController dispatched arrived at the rank it chose, and only there."""
+    arrived: dict[str, list[str]] = defaultdict(list)
+    for ev in trace.events:
+        if ev.name in SCHED_TERMINAL[1:] + (S.SCHED_REQ_CREATED,) and ev.rid is not None:
+            arrived[ev.rid].append(ev.proc)
+    out = []
+    for ev in trace.events:
+        if ev.name == S.DP_DISPATCH:
+            want = f"{S.DP_SCHEDULER_PREFIX}{ev.get('dp_rank')}"
+            if arrived.get(ev.rid) != [want]:
+                out.append(f"dp: request {ev.rid} was dispatched to {want} ({ev.where}) but arrived at "
+                           f"{arrived.get(ev.rid) or 'no scheduler'}")
+    return out
 
 
 def summary(trace: Trace) -> str:

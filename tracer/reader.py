@@ -146,21 +146,27 @@ class TraceTail:
     since the last poll (a half-written last line waits for the next one) and merges them into `trace`.
     An existing folder without events yet is fine: a server writes its first lines as it starts."""
 
-    def __init__(self, folder: str | Path):
+    def __init__(self, folder: str | Path, dp_rank: int = 0):
         self.folder = _check_folder(folder)
+        self.dp_rank = dp_rank  # a --dp-size trace: read only this scheduler rank's file (tracer/dp_ranks.py)
         self.trace = Trace(self.folder, [], [], [])
         self._files: dict[Path, _FileReader] = {}
 
     def poll(self) -> int | None:
         """Read what was appended. Returns the index of the first event that changed (see Trace.extend),
         or None when nothing new was there."""
+        from tracer.dp_ranks import keeps
+
         new: list[Event] = []
         for path in sorted(self.folder.glob("*.jsonl")):
             reader = self._files.setdefault(path, _FileReader(path))
-            new += reader.read(final=False)[0]
+            events = reader.read(final=False)[0]
+            if reader.info is None or keeps(reader.info.proc, f"scheduler_dp{self.dp_rank}"):
+                new += events
         if not new:
             return None
-        processes = [r.info for r in self._files.values() if r.info is not None]
+        processes = [r.info for r in self._files.values()
+                     if r.info is not None and keeps(r.info.proc, f"scheduler_dp{self.dp_rank}")]
         return self.trace.extend(new, sorted(processes, key=lambda p: p.file))
 
 

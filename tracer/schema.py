@@ -14,9 +14,11 @@ LEVEL_REQUESTS, LEVEL_TOKENS, LEVEL_TENSORS = 1, 2, 3
 LEVELS = {LEVEL_REQUESTS: "requests and rounds", LEVEL_TOKENS: "adds per-token events and input ids",
           LEVEL_TENSORS: "adds every row's positions and input ids on model.forward"}
 
-LANES = ("http", "tm", "sched", "kv", "cache", "model", "detok", "ipc", "trace")  # an event name's prefix
+LANES = ("http", "tm", "dp", "sched", "kv", "cache", "model", "detok", "ipc", "trace")  # an event name's prefix
 SCHED_LANES = ("sched", "kv", "cache", "model")  # the lanes of the scheduler process: rounds stamp them
-PROCESSES = ("engine", "tokenizer_manager", "scheduler", "detokenizer")  # offline Engine, then the server's
+PROCESSES = ("engine", "tokenizer_manager", "data_parallel_controller", "scheduler", "detokenizer")  # offline
+# Engine, then the server's; with --dp-size N the schedulers are scheduler_dp0 … scheduler_dp{N-1}
+DP_SCHEDULER_PREFIX = "scheduler_dp"
 PH_INSTANT, PH_BEGIN, PH_END = "i", "B", "E"
 
 RECORD_FIELDS = {  # every JSONL record's own fields; an event's facts are under "attrs"
@@ -106,6 +108,12 @@ HTTP_ERROR = _event("http.error", {"status": "HTTP status", "message": "what wen
 TM_SHUTDOWN = _event("tm.shutdown", {
     "signal": "SIGTERM or SIGINT", "grace_s": "how long running requests may still take"}, since=2)
 TM_SHUTDOWN_ABORTED = _event("tm.shutdown_aborted", {"grace_s": "the grace period it outlasted"}, since=2)
+
+# ---- dp: the DataParallelController (--dp-size > 1) ---------------------------------------------
+DP_DISPATCH = _event("dp.dispatch", {
+    "method": "the --load-balance-method", "loads": "each rank's running + waiting requests, as the controller saw them",
+    "dp_rank": "the chosen rank", "routed": "the client chose it (routed_dp_rank or X-Data-Parallel-Rank)"},
+    since=2)
 
 # ---- sched: the Scheduler -------------------------------------------------------------------------
 SCHED_CONFIG = _event("sched.config", {

@@ -42,6 +42,9 @@ class Engine:
         apply_from_env()  # a lab's component (MINISGL_LAB=COMPONENT=FILE), before anything is built
         self.server_args = ServerArgs(model=model, **kwargs)
         self.server_args.validate()
+        if self.server_args.dp_size != 1:
+            raise ValueError("--dp-size > 1 runs one scheduler process per rank: it needs `minisgl serve`, the "
+                             "offline Engine runs one scheduler in its own process")
         if _loaded is None:
             source = resolve_model(self.server_args.model)
             self.model_config = load_model_config(source)

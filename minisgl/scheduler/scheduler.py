@@ -48,8 +48,9 @@ INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY = 0.7, 0.1, 0.0
 
 class Scheduler(SchedulerOutputProcessorMixin):
     def __init__(self, server_args: ServerArgs, model_runner: ModelRunner, tokenizer, recv_from_tokenizer,
-                 send_to_detokenizer):
+                 send_to_detokenizer, dp_rank: int = 0):
         self.server_args = server_args
+        self.dp_rank = dp_rank  # which data-parallel rank this scheduler is (0 without --dp-size)
         self.tokenizer = tokenizer
         self.recv_from_tokenizer = recv_from_tokenizer  # .recv_all(block: bool) -> list of messages
         self.send_to_detokenizer = send_to_detokenizer  # .send(message)
@@ -112,7 +113,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             elif isinstance(recv_req, AbortReq):
                 self.abort_request(recv_req)
             elif isinstance(recv_req, FlushCacheReq):
-                self.send_to_detokenizer.send(FlushCacheReqOutput(self.flush_cache()))
+                self.send_to_detokenizer.send(FlushCacheReqOutput(self.flush_cache(), self.dp_rank))
             elif isinstance(recv_req, GetLoadReq):
                 self.send_to_detokenizer.send(self.get_load())
             else:
@@ -175,6 +176,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             free_slots=self.token_to_kv_pool.available_size(),
             cached_slots=self.tree_cache.total_size(),
             total_slots=self.token_to_kv_pool.size,
+            dp_rank=self.dp_rank,
         )
 
     def flush_cache(self) -> bool:

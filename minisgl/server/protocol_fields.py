@@ -53,22 +53,17 @@ def refusing(*names: str) -> Any:
 
 
 class RouterFields(RequestModel):
-    """What SGLang's router (sgl-model-gateway) adds to a request on its way to a worker. minisgl runs one
-    data-parallel rank and no prefill/decode disaggregation, so they are accepted and have no effect."""
+    """What SGLang's router (sgl-model-gateway) adds to a request on its way to a worker. The data-parallel
+    rank is honoured (with --dp-size N, ranks 0 … N-1; serving_base.py checks the range and lets the
+    X-Data-Parallel-Rank header win over the body); minisgl runs no prefill/decode disaggregation, so the
+    bootstrap fields are accepted and have no effect."""
 
     bootstrap_host: str | None = None  # PD disaggregation: where the decode worker fetches the prefill's KV
     bootstrap_port: int | None = Field(default=None, ge=0, le=65535)
     bootstrap_room: int | None = Field(default=None, ge=0)  # the id pairing one prefill with one decode
-    data_parallel_rank: int | None = None  # the router's --dp-aware mode picks the rank
+    data_parallel_rank: int | None = None  # the router's --dp-aware mode picks the rank (the older name)
     routed_dp_rank: int | None = None  # the newer name the gateway sends
     disagg_prefill_dp_rank: int | None = Field(default=None, ge=0)  # the prefill worker's rank, for the decode side
-
-    @field_validator("data_parallel_rank", "routed_dp_rank")
-    @classmethod
-    def _one_rank(cls, value: int | None) -> int | None:
-        if value not in (None, 0):
-            raise ValueError(f"this server runs one data-parallel rank (0), so rank {value} does not exist")
-        return value
 
 
 class GenerateRouterFields(RequestModel):

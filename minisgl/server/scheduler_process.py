@@ -18,9 +18,11 @@ logger = logging.getLogger(__name__)
 
 
 def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
-                          pipe_writer: Connection) -> None:
-    setup_child_process("scheduler", http_args.log_level, http_args.trace_dir, http_args.trace_level,
-                        port_args.ipc_dir)
+                          pipe_writer: Connection, dp_rank: int | None = None) -> None:
+    """dp_rank None: the one scheduler (process `scheduler`); else one data-parallel rank (`scheduler_dp0`, …),
+    which receives from the DataParallelController and reports its load back to it."""
+    name = "scheduler" if dp_rank is None else f"scheduler_dp{dp_rank}"
+    setup_child_process(name, http_args.log_level, http_args.trace_dir, http_args.trace_level, port_args.ipc_dir)
     from minisgl.configs.model_config import UnsupportedModel
     from minisgl.model_loader.bundled import ModelNotFound
 
@@ -28,7 +30,7 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
         from minisgl.labs.swap import apply_from_env
 
         apply_from_env(quiet=True)  # a lab's component (MINISGL_LAB), installed before anything is built
-        scheduler = _build_scheduler(server_args, port_args)
+        scheduler = _build_scheduler(server_args, port_args, dp_rank)
     except Exception as e:
         logger.exception("the scheduler could not start")
         pipe_writer.send({"status": "error", "message": one_line(e),
@@ -40,14 +42,30 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
                       "max_total_num_tokens": runner.max_total_num_tokens, "context_len": runner.context_len,
                       "vocab_size": runner.model_config.vocab_size})
     try:
-        scheduler.event_loop_normal()
+        if dp_rank is None:
+            scheduler.event_loop_normal()
+        else:
+            _event_loop_reporting_load(scheduler, port_args)
     except Exception as e:
         logger.exception("the scheduler crashed")
         pipe_writer.send({"status": "died", "message": one_line(e)})
         sys.exit(1)
 
 
-def _build_scheduler(server_args: ServerArgs, port_args: PortArgs):
+def _event_loop_reporting_load(scheduler, port_args: PortArgs) -> None:
+    """event_loop_normal, and after each round the rank's load to the DataParallelController when it changed
+    (SGLang's schedulers send WatchLoadUpdateReq for the same purpose): shortest_queue dispatches by it."""
+    sender = PushSender(zmq.Context.instance(), port_args.dp_controller_load_ipc_name, dst="data_parallel_controller")
+    last = None
+    while True:
+        scheduler.run_one_round(block=True)
+        load = scheduler.get_load()
+        if (load.num_running_reqs, load.num_waiting_reqs) != last:
+            last = (load.num_running_reqs, load.num_waiting_reqs)
+            sender.send(load)
+
+
+def _build_scheduler(server_args: ServerArgs, port_args: PortArgs, dp_rank: int | None):
     from minisgl.model_executor.model_runner import ModelRunner
     from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
     from minisgl.scheduler.scheduler import Scheduler
@@ -57,6 +75,10 @@ def _build_scheduler(server_args: ServerArgs, port_args: PortArgs):
     tokenizer = load_tokenizer(source)
     runner = ModelRunner(config, source, server_args)
     context = zmq.Context()
-    recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name, src="tokenizer_manager")
+    if dp_rank is None:
+        recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name, src="tokenizer_manager")
+    else:
+        recv_from_tokenizer = PullReceiver(context, port_args.for_dp_rank(dp_rank).scheduler_input_ipc_name,
+                                           src="data_parallel_controller")
     send_to_detokenizer = PushSender(context, port_args.detokenizer_ipc_name, dst="detokenizer")
-    return Scheduler(server_args, runner, tokenizer, recv_from_tokenizer, send_to_detokenizer)
+    return Scheduler(server_args, runner, tokenizer, recv_from_tokenizer, send_to_detokenizer, dp_rank or 0)

@@ -66,18 +66,21 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
     stop = _StopFlag()
     port_args = PortArgs.init_new()
     processes: EngineProcesses | None = None
-    print(f"minisgl serve: starting the scheduler and detokenizer processes (sockets in {port_args.ipc_dir})",
+    what = ("the scheduler" if server_args.dp_size == 1 else
+            f"the data parallel controller, {server_args.dp_size} scheduler ranks ({server_args.load_balance_method})")
+    print(f"minisgl serve: starting {what} and the detokenizer processes (sockets in {port_args.ipc_dir})",
           flush=True)
     try:
         processes = EngineProcesses(server_args, http_args, port_args)
         tokenizer = load_tokenizer(source)  # while the children load the model
         processes.wait_ready(stop.is_set)
-        info = processes["scheduler"].info
+        info = processes.scheduler_info()
         limits = EngineLimits(info["max_req_len"], info["max_total_num_tokens"], info["context_len"],
                               info["vocab_size"])
-        worker_info = build_worker_info(server_args, http_args, source, model_config, info, served_model_name)
-        return asyncio.run(_serve(http_args, port_args, processes, tokenizer, limits, served_model_name, stop,
-                                  worker_info))
+        worker_info = build_worker_info(server_args, http_args, source, model_config, info, served_model_name,
+                                        server_args.dp_size)
+        return asyncio.run(_serve(server_args, http_args, port_args, processes, tokenizer, limits, served_model_name,
+                                  stop, worker_info))
     except StartupError as e:
         print(f"minisgl serve: error: {e}", file=sys.stderr, flush=True)
         return e.exit_code
@@ -91,8 +94,9 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
         stop.restore()
 
 
-async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: EngineProcesses, tokenizer,
-                 limits: EngineLimits, served_model_name: str, stop: _StopFlag, worker_info: WorkerInfo) -> int:
+async def _serve(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs, processes: EngineProcesses,
+                 tokenizer, limits: EngineLimits, served_model_name: str, stop: _StopFlag, worker_info: WorkerInfo
+                 ) -> int:
     if stop.is_set():
         return 0
     metrics = None
@@ -100,7 +104,7 @@ async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: Engi
         from minisgl.server.metrics import TokenizerMetricsCollector
 
         metrics = TokenizerMetricsCollector(served_model_name)
-    tokenizer_manager = TokenizerManager(port_args, tokenizer, limits, metrics)
+    tokenizer_manager = TokenizerManager(port_args, tokenizer, limits, metrics, server_args.dp_size)
     app = create_app(tokenizer_manager, served_model_name, http_args.api_key, processes.pids(),
                      http_args.max_request_body_bytes, http_args.allowed_origins, worker_info)
     if metrics is not None:
