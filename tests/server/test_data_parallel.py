@@ -174,3 +174,19 @@ def test_sigint_stops_every_process(dp_server):
     assert len(dp_server.descendants) >= 4  # the controller, two ranks, the detokenizer
     assert dp_server.alive_descendants() == []
     assert dp_server.ipc_dir and not Path(dp_server.ipc_dir).exists()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine where --device cuda fails")
+def test_a_rank_that_cannot_start_fails_the_server_with_its_name(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.server.conftest import ENV
+
+    cmd = [sys.executable, "-m", "minisgl.cli", "serve", "--port", "0", "--dp-size", "2", "--device", "cuda",
+           "--log-level", "error"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"error: the scheduler_dp[01] process could not start: .*CUDA", done.stderr), done.stderr
+    ipc_dir = re.search(r"sockets in (\S+)\)", done.stdout).group(1)
+    assert not Path(ipc_dir).exists()
