@@ -156,17 +156,18 @@ class TraceTail:
         """Read what was appended. Returns the index of the first event that changed (see Trace.extend),
         or None when nothing new was there."""
         from tracer.dp_ranks import keeps
+        from tracer.schema import DP_SCHEDULER_PREFIX
 
         new: list[Event] = []
         for path in sorted(self.folder.glob("*.jsonl")):
             reader = self._files.setdefault(path, _FileReader(path))
             events = reader.read(final=False)[0]
-            if reader.info is None or keeps(reader.info.proc, f"scheduler_dp{self.dp_rank}"):
+            if reader.info is None or keeps(reader.info.proc, f"{DP_SCHEDULER_PREFIX}{self.dp_rank}"):
                 new += events
         if not new:
             return None
         processes = [r.info for r in self._files.values()
-                     if r.info is not None and keeps(r.info.proc, f"scheduler_dp{self.dp_rank}")]
+                     if r.info is not None and keeps(r.info.proc, f"{DP_SCHEDULER_PREFIX}{self.dp_rank}")]
         return self.trace.extend(new, sorted(processes, key=lambda p: p.file))
 
 

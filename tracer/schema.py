@@ -19,6 +19,11 @@ SCHED_LANES = ("sched", "kv", "cache", "model")  # the lanes of the scheduler pr
 PROCESSES = ("engine", "tokenizer_manager", "data_parallel_controller", "scheduler", "detokenizer")  # offline
 # Engine, then the server's; with --dp-size N the schedulers are scheduler_dp0 … scheduler_dp{N-1}
 DP_SCHEDULER_PREFIX = "scheduler_dp"
+
+
+def proc_role(proc: str) -> str:
+    """The part a process plays: a data-parallel rank's scheduler (scheduler_dp1) is a `scheduler`."""
+    return "scheduler" if proc.startswith(DP_SCHEDULER_PREFIX) else proc
 PH_INSTANT, PH_BEGIN, PH_END = "i", "B", "E"
 
 RECORD_FIELDS = {  # every JSONL record's own fields; an event's facts are under "attrs"

@@ -19,7 +19,7 @@ import pytest
 from tests.server.conftest import ServeProcess, serve_flags, wait_drained
 from tracer.check import check_trace
 from tracer.dp_ranks import dp_scheduler_procs, pick_rank
-from tracer.reader import load_trace
+from tracer.reader import TraceTail, load_trace
 
 pytestmark = pytest.mark.slow
 
@@ -167,6 +167,10 @@ def test_trace_check_accepts_the_trace_and_each_rank_replays(dp_server, dp_http)
     assert all(asyncio.run(open_rank(rank)) > 0 for rank in (0, 1))
     with pytest.raises(ValueError, match="scheduler_dp2"):
         pick_rank(trace, 2)
+    tail = TraceTail(dp_server.trace_dir, dp_rank=1)  # --follow reads only rank 1's scheduler file
+    tail.poll()
+    assert {p.proc for p in tail.trace.processes()} == {"tokenizer_manager", "data_parallel_controller",
+                                                        "scheduler_dp1", "detokenizer"}
 
 
 def test_sigint_stops_every_process(dp_server):
