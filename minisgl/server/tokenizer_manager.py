@@ -187,14 +187,19 @@ class TokenizerManager(TokenizerManagerCore):
             self.abort_request(rid, drop_state=True)
 
     async def get_load(self, timeout: float = 10.0) -> GetLoadReqOutput:
+        """The load of all ranks added up (with one scheduler: its load)."""
+        return combine_replies(await self.get_loads(timeout))
+
+    async def get_loads(self, timeout: float = 10.0) -> list[GetLoadReqOutput]:
+        """Each data-parallel rank's load, by rank (one entry without --dp-size)."""
         return await self._ask_scheduler(GetLoadReq(), GetLoadReqOutput, timeout)
 
     async def flush_cache(self, timeout: float = 10.0) -> bool:
-        return (await self._ask_scheduler(FlushCacheReq(), FlushCacheReqOutput, timeout)).success
+        return combine_replies(await self._ask_scheduler(FlushCacheReq(), FlushCacheReqOutput, timeout)).success
 
     async def _ask_scheduler(self, req: Any, reply_type: type, timeout: float) -> Any:
-        """Send a control message and await its reply; replies of one type come back in order (FIFO).
-        With --dp-size N every rank answers: the N replies are combined into one (combine_replies)."""
+        """Send a control message and await its replies, one per data-parallel rank, by rank; replies of one
+        type come back in order (FIFO) from each rank."""
         self._check_alive()
         future = asyncio.get_running_loop().create_future()
         waiters = self._reply_waiters[reply_type]
@@ -222,7 +227,7 @@ class TokenizerManager(TokenizerManagerCore):
             replies[reply.dp_rank] = reply
             if len(replies) == self.dp_size:
                 waiters.remove((future, replies))
-                future.set_result(combine_replies([replies[rank] for rank in sorted(replies)]))
+                future.set_result([replies[rank] for rank in sorted(replies)])
             return
 
     # ---- when a child process dies ----------------------------------------------------------------

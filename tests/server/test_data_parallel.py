@@ -82,6 +82,9 @@ def test_the_server_runs_a_controller_and_two_ranks(dp_server, dp_http):
     load = health.json()["load"]
     assert load["total_slots"] == 2 * DP_FLAGS["max_total_tokens"]  # both ranks' KV pools, added up
     assert load["num_running_reqs"] == load["num_waiting_reqs"] == 0
+    # what SGLang's router reads: one /get_load entry per rank, and dp_size in /server_info
+    assert [entry["dp_rank"] for entry in dp_http.get("/get_load").json()] == [0, 1]
+    assert dp_http.get("/server_info").json()["dp_size"] == 2
 
 
 def test_concurrent_chat_completions_give_the_engines_greedy_text(dp_server, engine):
