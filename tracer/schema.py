@@ -116,7 +116,8 @@ TM_SHUTDOWN_ABORTED = _event("tm.shutdown_aborted", {"grace_s": "the grace perio
 
 # ---- dp: the DataParallelController (--dp-size > 1) ---------------------------------------------
 DP_DISPATCH = _event("dp.dispatch", {
-    "method": "the --load-balance-method", "loads": "each rank's running + waiting requests, as the controller saw them",
+    "method": "the --load-balance-method",
+    "loads": "each rank's running + waiting requests, as the controller saw them",
     "dp_rank": "the chosen rank", "routed": "the client chose it (routed_dp_rank or X-Data-Parallel-Rank)"},
     since=2)
 
