@@ -46,7 +46,8 @@ class DataParallelController:
         self.workers = [PushSender(context, port_args.for_dp_rank(rank).scheduler_input_ipc_name,
                                    dst=f"scheduler_dp{rank}") for rank in range(self.dp_size)]
         self.round_robin_counter = 0
-        self.num_reqs = [0] * self.dp_size  # each rank's running + waiting requests, as last reported, plus sent since
+        # each rank's running + waiting requests: as it last reported, plus those sent to it since
+        self.num_reqs = [0] * self.dp_size
         self.dispatching = {"round_robin": self.round_robin_scheduler,
                             "shortest_queue": self.shortest_queue_scheduler}[self.load_balance_method]
 

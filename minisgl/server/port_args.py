@@ -35,7 +35,8 @@ class PortArgs:
     def for_dp_rank(self, dp_rank: int) -> PortArgs:
         """The addresses one data-parallel rank's scheduler uses: its own input (the DataParallelController
         sends there), the shared detokenizer and tokenizer manager."""
-        return dataclasses.replace(self, scheduler_input_ipc_name=f"ipc://{self.ipc_dir}/scheduler_input_dp{dp_rank}")
+        address = f"ipc://{self.ipc_dir}/scheduler_input_dp{dp_rank}"
+        return dataclasses.replace(self, scheduler_input_ipc_name=address)
 
     @property
     def dp_controller_load_ipc_name(self) -> str:

@@ -55,7 +55,8 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
 def _event_loop_reporting_load(scheduler, port_args: PortArgs) -> None:
     """event_loop_normal, and after each round the rank's load to the DataParallelController when it changed
     (SGLang's schedulers send WatchLoadUpdateReq for the same purpose): shortest_queue dispatches by it."""
-    sender = PushSender(zmq.Context.instance(), port_args.dp_controller_load_ipc_name, dst="data_parallel_controller")
+    sender = PushSender(zmq.Context.instance(), port_args.dp_controller_load_ipc_name,
+                        dst="data_parallel_controller")
     last = None
     while True:
         scheduler.run_one_round(block=True)

@@ -67,8 +67,8 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
     port_args = PortArgs.init_new()
     processes: EngineProcesses | None = None
     what = ("the scheduler and detokenizer processes" if server_args.dp_size == 1 else
-            f"the data parallel controller, {server_args.dp_size} scheduler ranks ({server_args.load_balance_method}) "
-            "and the detokenizer processes")
+            f"the data parallel controller, {server_args.dp_size} scheduler ranks "
+            f"({server_args.load_balance_method}) and the detokenizer processes")
     print(f"minisgl serve: starting {what} (sockets in {port_args.ipc_dir})", flush=True)
     try:
         processes = EngineProcesses(server_args, http_args, port_args)

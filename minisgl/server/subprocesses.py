@@ -73,7 +73,8 @@ class EngineProcesses:
             targets = [("scheduler", run_scheduler_process, ())]
         else:
             targets = [("data_parallel_controller", run_data_parallel_controller_process, ())]
-            targets += [(f"scheduler_dp{rank}", run_scheduler_process, (rank,)) for rank in range(server_args.dp_size)]
+            targets += [(f"scheduler_dp{rank}", run_scheduler_process, (rank,))
+                        for rank in range(server_args.dp_size)]
         targets.append(("detokenizer", run_detokenizer_process, ()))
         for name, target, extra in targets:
             reader, writer = ctx.Pipe(duplex=False)
