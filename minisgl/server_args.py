@@ -26,10 +26,16 @@ class ServerArgs:
     disable_radix_cache: bool = False
     enable_mixed_chunk: bool = False
     stream_interval: int = 1
+    enable_overlap_schedule: bool = False  # the overlap loop (off by default: it does not win on a 2-core cpu)
+    disable_overlap_schedule: bool = False  # SGLang's flag: the normal loop (already the default here)
 
     def __post_init__(self) -> None:
         if self.chunked_prefill_size is not None and self.chunked_prefill_size <= 0:
             self.chunked_prefill_size = None
+
+    def overlap_schedule(self) -> bool:
+        """Whether the scheduler runs event_loop_overlap (forward on its own thread, results a round late)."""
+        return self.enable_overlap_schedule and not self.disable_overlap_schedule
 
     def validate(self) -> None:
         if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
@@ -58,6 +64,9 @@ class ServerArgs:
             raise ValueError(f"--schedule-policy must be fcfs or lpm, not {self.schedule_policy!r}")
         if self.stream_interval < 1:
             raise ValueError(f"--stream-interval must be >= 1, not {self.stream_interval}")
+        if self.enable_overlap_schedule and self.disable_overlap_schedule:
+            raise ValueError("--enable-overlap-schedule and --disable-overlap-schedule contradict each other: "
+                             "give one of them")
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +106,14 @@ class ServerArgs:
                        help="let running requests' decode steps ride along in prefill rounds (MIXED)")
         g.add_argument("--stream-interval", type=int, default=d.stream_interval,
                        help="send streamed tokens every N tokens")
+        g.add_argument("--enable-overlap-schedule", action="store_true",
+                       help="SGLang's overlap scheduler: round N's forward runs on a thread of its own while the "
+                            "scheduler processes round N-1's result and forms round N+1 (results and finishing "
+                            "one round late; same greedy tokens). Off by default: on a 2-core cpu torch's "
+                            "threads and the scheduler's compete for the cores and it does not win (see the "
+                            "benchmarks page); it pays where the forward runs elsewhere (a GPU)")
+        g.add_argument("--disable-overlap-schedule", action="store_true",
+                       help="SGLang's flag: run the normal loop (one round after the other); the default here")
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:

@@ -40,7 +40,10 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
                       "max_total_num_tokens": runner.max_total_num_tokens, "context_len": runner.context_len,
                       "vocab_size": runner.model_config.vocab_size})
     try:
-        scheduler.event_loop_normal()
+        if server_args.overlap_schedule():
+            scheduler.event_loop_overlap()
+        else:
+            scheduler.event_loop_normal()
     except Exception as e:
         logger.exception("the scheduler crashed")
         pipe_writer.send({"status": "died", "message": one_line(e)})
