@@ -96,7 +96,7 @@ class Replayer:
         """What the scheduler does before anything else in a round: last round's prefill requests whose
         prompt is done join the running batch, after the ones already there (finished ones left out)."""
         last = self.batch
-        self._round_closed, self.batch = False, None
+        self._round_closed, self.batch, self._result_batch = False, None, None
         if last is not None and last.mode in ("EXTEND", "MIXED"):
             done = {r for r in (*self.running, *last.rids)  # only these can matter: O(batch), not O(reqs)
                     if r in self.reqs and self.reqs[r].status in (FINISHED, ABORTED)}
