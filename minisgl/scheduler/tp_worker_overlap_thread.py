@@ -30,6 +30,7 @@ class TpModelWorkerClient:
         self.future_map = FutureMap(max_running_requests)
         self.input_queue: queue.Queue = queue.Queue()
         self.output_queue: queue.Queue = queue.Queue()
+        self.num_threads = torch.get_num_threads()  # a new thread starts with OpenMP's default, not this
         self.forward_thread = threading.Thread(target=self.forward_thread_func, name=FORWARD_THREAD, daemon=True)
         self.forward_thread.start()
 
@@ -48,6 +49,7 @@ class TpModelWorkerClient:
 
     def forward_thread_func(self) -> None:
         torch.set_grad_enabled(False)
+        torch.set_num_threads(self.num_threads)
         while (item := self.input_queue.get()) is not None:
             batch, future_indices, round_ = item
             try:
