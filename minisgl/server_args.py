@@ -110,8 +110,8 @@ class ServerArgs:
                        help="SGLang's overlap scheduler: round N's forward runs on a thread of its own while the "
                             "scheduler processes round N-1's result and forms round N+1 (results and finishing "
                             "one round late; same greedy tokens). Off by default: on a 2-core cpu torch's "
-                            "threads and the scheduler's compete for the cores and it does not win (see the "
-                            "benchmarks page); it pays where the forward runs elsewhere (a GPU)")
+                            "threads and the scheduler's compete for the cores and it did not win (0.82-1.07x, "
+                            "benchmarks/bench_overlap.py); it pays where the forward runs elsewhere (a GPU)")
         g.add_argument("--disable-overlap-schedule", action="store_true",
                        help="SGLang's flag: run the normal loop (one round after the other); the default here")
 
