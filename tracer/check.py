@@ -39,7 +39,8 @@ def check_trace(trace: Trace) -> list[str]:
 
 
 def _check_scheduler(trace: Trace) -> list[str]:
-    return check_kv(trace) + check_rounds(trace) + check_replay(trace) + check_admission(trace)
+    return (check_kv(trace) + check_rounds(trace) + check_replay(trace) + check_admission(trace)
+            + check_overlap(trace))
 
 
 def check_dispatch(trace: Trace) -> list[str]:
@@ -59,7 +60,33 @@ def check_dispatch(trace: Trace) -> list[str]:
 
 
 def summary(trace: Trace) -> str:
-    return f"{len(trace.events)} events, {len(trace.rids())} requests, {len(trace.rounds())} rounds"
+    overlap = " (overlap schedule: forwards on the forward thread, results one round late)" if is_overlap(trace) else ""
+    return f"{len(trace.events)} events, {len(trace.rids())} requests, {len(trace.rounds())} rounds{overlap}"
+
+
+def is_overlap(trace: Trace) -> bool:
+    return any(ev.name == S.SCHED_CONFIG and ev.get("overlap_schedule") for ev in trace.events)
+
+
+def check_overlap(trace: Trace) -> list[str]:
+    """The overlap loop (sched.config overlap_schedule): the forward thread runs each round after its batch
+    was formed, in round order, and each round's result is processed in a later round (sched.sampled's
+    batch_round). The rest holds as for the normal loop: replay applies the late events to their round."""
+    formed = {ev.round: ev.index for ev in trace.events if ev.name == S.SCHED_BATCH_FORMED}
+    out, last = [], 0
+    for ev in trace.events:
+        if ev.name == S.MODEL_FORWARD and ev.thread is not None and ev.ph == S.PH_BEGIN:
+            if formed.get(ev.round, ev.index + 1) > ev.index:
+                out.append(f"overlap: {ev.where}: the forward of round {ev.round} begins before its batch is formed")
+            if ev.round is None or ev.round <= last:
+                out.append(f"overlap: {ev.where}: the forward of round {ev.round} runs after round {last}'s")
+            last = ev.round or last
+        elif ev.name == S.SCHED_SAMPLED and ev.get("batch_round") is not None:
+            done = ev.get("batch_round")
+            if done not in formed or ev.round is None or done >= ev.round:
+                out.append(f"overlap: {ev.where}: round {ev.round} processes the result of round {done}, which "
+                           "is not an earlier round that formed a batch")
+    return out
 
 
 def check_sequence(trace: Trace) -> list[str]:

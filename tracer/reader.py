@@ -273,7 +273,8 @@ def _to_event(record: Any, path: Path, lineno: int) -> Event:
             pid=int(record["pid"]), name=str(record["name"]), ph=str(record.get("ph", "i")),
             rid=record.get("rid", attrs.get("rid") if isinstance(attrs.get("rid"), str) else None),
             rids=record.get("rids", attrs.get("rids") if isinstance(attrs.get("rids"), list) else None),
-            round=record.get("round"), flow_id=flow.get("id"), flow_dir=flow.get("dir"), attrs=attrs,
+            round=record.get("round"), thread=record.get("thread"), flow_id=flow.get("id"),
+            flow_dir=flow.get("dir"), attrs=attrs,
             file=path.name, line=lineno,
         )
     except (TypeError, ValueError) as e:

@@ -30,6 +30,7 @@ RECORD_FIELDS = {  # every JSONL record's own fields; an event's facts are under
     "v": "schema version", "seq": "per-process sequence number", "ts": "the process's monotonic clock, ns",
     "proc": "the process", "pid": "the OS process id", "name": "the event name", "ph": "i, B or E",
     "rid": "the request", "rids": "the requests", "round": "the scheduler round",
+    "thread": "a thread other than the main loop (forward: the overlap scheduler's forward thread)",
     "flow": "{id, dir} pairing an ipc.send with its ipc.recv", "attrs": "the facts of the event",
 }
 
@@ -125,7 +126,8 @@ DP_DISPATCH = _event("dp.dispatch", {
 SCHED_CONFIG = _event("sched.config", {
     "kv_size": "usable KV slots", "max_running_requests": "server arg", "max_prefill_tokens": "server arg",
     "chunked_prefill_size": "server arg (null: no chunking)", "schedule_policy": "fcfs, lpm, ...",
-    "disable_radix_cache": "server arg", "enable_mixed_chunk": "server arg"})
+    "disable_radix_cache": "server arg", "enable_mixed_chunk": "server arg",
+    "overlap_schedule": v2("true when the overlap loop runs (absent otherwise): results processed one round late")})
 SCHED_REQ_CREATED = _event("sched.req_created", {
     "type": "Req", "input_len": "prompt tokens", "sampling_params": "as the scheduler runs them",
     "max_new_tokens_clamped": v2("{from, to}: max_new_tokens cut to fit the context or the KV pool")})
@@ -170,7 +172,9 @@ SCHED_BATCH_FORMED = _event("sched.batch_formed", {
     "input_ids": tokens("each row's input id"), "logit_rows": v2("per rid: the index of its sampled row")})
 SCHED_SAMPLED = _event("sched.sampled", {
     "type": "GenerationBatchResult", "token_ids": "one per rid", "texts": "each token decoded",
-    "logprobs": "each token's log-probability"}, level=LEVEL_TOKENS)
+    "logprobs": "each token's log-probability",
+    "batch_round": v2("overlap loop only: the round whose batch sampled them (processed one round late)")},
+    level=LEVEL_TOKENS)
 SCHED_OUTPUT_APPENDED = _event("sched.output_appended", {
     "token_id": "the kept token", "output_len": "output tokens after", "finished": "the request is done",
     "finish_reason": "why, or null"}, level=LEVEL_TOKENS)

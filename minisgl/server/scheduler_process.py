@@ -42,10 +42,12 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
                       "max_total_num_tokens": runner.max_total_num_tokens, "context_len": runner.context_len,
                       "vocab_size": runner.model_config.vocab_size})
     try:
-        if dp_rank is None:
-            scheduler.event_loop_normal()
-        else:
+        if dp_rank is not None:
             _event_loop_reporting_load(scheduler, port_args)
+        elif server_args.overlap_schedule():
+            scheduler.event_loop_overlap()
+        else:
+            scheduler.event_loop_normal()
     except Exception as e:
         logger.exception("the scheduler crashed")
         pipe_writer.send({"status": "died", "message": one_line(e)})
@@ -53,13 +55,14 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
 
 
 def _event_loop_reporting_load(scheduler, port_args: PortArgs) -> None:
-    """event_loop_normal, and after each round the rank's load to the DataParallelController when it changed
+    """event_loop_normal (or _overlap), and after each round the rank's load to the DataParallelController when it changed
     (SGLang's schedulers send WatchLoadUpdateReq for the same purpose): shortest_queue dispatches by it."""
     sender = PushSender(zmq.Context.instance(), port_args.dp_controller_load_ipc_name,
                         dst="data_parallel_controller")
     last = None
+    run_one_round = scheduler.run_one_round_overlap if scheduler.enable_overlap else scheduler.run_one_round
     while True:
-        scheduler.run_one_round(block=True)
+        run_one_round(block=True)
         load = scheduler.get_load()
         if (load.num_running_reqs, load.num_waiting_reqs) != last:
             last = (load.num_running_reqs, load.num_waiting_reqs)
