@@ -26,6 +26,11 @@ class ServerArgs:
     disable_radix_cache: bool = False
     enable_mixed_chunk: bool = False
     stream_interval: int = 1
+    # speculative decoding (n-gram drafts from the request's own tokens; greedy requests only)
+    speculative_algorithm: str | None = None  # None | "NGRAM"
+    speculative_num_draft_tokens: int = 4  # most draft tokens per request per round (K; K + 1 rows verified)
+    speculative_ngram_min_match_window_size: int = 1  # shortest suffix that may match
+    speculative_ngram_max_match_window_size: int = 12  # longest suffix tried first
 
     def __post_init__(self) -> None:
         if self.chunked_prefill_size is not None and self.chunked_prefill_size <= 0:
@@ -58,6 +63,14 @@ class ServerArgs:
             raise ValueError(f"--schedule-policy must be fcfs or lpm, not {self.schedule_policy!r}")
         if self.stream_interval < 1:
             raise ValueError(f"--stream-interval must be >= 1, not {self.stream_interval}")
+        if self.speculative_algorithm not in (None, "NGRAM"):
+            raise ValueError(f"--speculative-algorithm must be NGRAM, not {self.speculative_algorithm!r}")
+        if self.speculative_num_draft_tokens < 1:
+            raise ValueError(f"--speculative-num-draft-tokens must be >= 1, not {self.speculative_num_draft_tokens}")
+        lo, hi = self.speculative_ngram_min_match_window_size, self.speculative_ngram_max_match_window_size
+        if not 1 <= lo <= hi:
+            raise ValueError(f"--speculative-ngram-min-match-window-size ({lo}) must be >= 1 and at most "
+                             f"--speculative-ngram-max-match-window-size ({hi})")
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +110,18 @@ class ServerArgs:
                        help="let running requests' decode steps ride along in prefill rounds (MIXED)")
         g.add_argument("--stream-interval", type=int, default=d.stream_interval,
                        help="send streamed tokens every N tokens")
+        g = parser.add_argument_group("speculative decoding")
+        g.add_argument("--speculative-algorithm", default=d.speculative_algorithm, choices=["NGRAM"],
+                       help="NGRAM: draft tokens copied from n-gram matches in each greedy request's own prompt "
+                            "and output, verified in one forward (no draft model); default: off")
+        g.add_argument("--speculative-num-draft-tokens", type=int, default=d.speculative_num_draft_tokens,
+                       help="most draft tokens per request per round; the verify forward runs K + 1 rows")
+        g.add_argument("--speculative-ngram-min-match-window-size", type=int,
+                       default=d.speculative_ngram_min_match_window_size,
+                       help="shortest suffix of the request's tokens that must match earlier tokens to draft")
+        g.add_argument("--speculative-ngram-max-match-window-size", type=int,
+                       default=d.speculative_ngram_max_match_window_size,
+                       help="longest suffix tried first (the longest match wins, then the most recent)")
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:

@@ -134,6 +134,10 @@ class CacheManager:
         self.tree_cache.inc_lock_ref(match.last_node)
         req.prefix_indices, req.last_node = match.device_indices, match.last_node
 
+    def free_rejected_draft_slots(self, slots: torch.Tensor) -> None:
+        """Speculative decoding: KV written by draft rows the model did not accept goes back to the pool."""
+        self._free(slots, "rejected")
+
     # ---- helpers ---------------------------------------------------------------------------------
     def _free(self, slots: torch.Tensor, reason: str) -> None:
         if slots.numel() == 0:

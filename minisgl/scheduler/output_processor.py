@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 class SchedulerOutputProcessorMixin:
     def process_batch_result(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
         self.trace_collector.sampled(batch, result)
-        if batch.forward_mode.is_decode():
+        if batch.forward_mode.is_target_verify():  # accept drafts: speculative/ngram_worker.py
+            self.spec_worker.process_verify_result(self, batch, result)
+        elif batch.forward_mode.is_decode():
             self.process_batch_result_decode(batch, result)
         else:
             self.process_batch_result_prefill(batch, result)

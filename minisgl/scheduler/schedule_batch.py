@@ -13,6 +13,7 @@ from minisgl.mem_cache.cache_manager import CacheManager
 from minisgl.mem_cache.memory_pool import KVCacheExhausted, ReqToTokenPool, TokenToKVPool
 from minisgl.model_executor.forward_batch_info import ForwardMode
 from minisgl.scheduler.req import Req
+from minisgl.speculative.spec_info import NgramVerifyInput
 
 
 @dataclass
@@ -29,6 +30,7 @@ class ScheduleBatch:
     extend_lens: list[int] = field(default_factory=list)
     out_cache_loc: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.int64))
     decoding_reqs: list[Req] = field(default_factory=list)  # MIXED: the running requests' decode rows
+    spec_info: NgramVerifyInput | None = None  # TARGET_VERIFY: each request's draft tokens
 
     @classmethod
     def init_new(cls, reqs: list[Req], req_to_token_pool, token_to_kv_pool, cache_manager) -> ScheduleBatch:
