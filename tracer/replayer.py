@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tracer import schema as S
-from tracer.batch import build_batch
+from tracer.batch import assign_sampled_tokens, build_batch
 from tracer.event import Event
 from tracer.state import (
     ABORTED,
@@ -56,6 +56,7 @@ class Replayer:
             S.SCHED_PREFIX_MATCHED: self._prefix_matched, S.SCHED_ADMISSION: self._admission,
             S.SCHED_BATCH_FORMED: self._batch_formed, S.MODEL_FORWARD: self._forward,
             S.SCHED_SAMPLED: self._sampled, S.SCHED_OUTPUT_APPENDED: self._output_appended,
+            S.SCHED_SPEC_VERIFIED: self._spec_verified,
             S.KV_ALLOC: self._kv_alloc, S.KV_ASSIGNED: self._kv_assigned, S.KV_FREE: self._kv_free,
             S.CACHE_INSERTED: self._cache_inserted, S.CACHE_EVICTED: self._kv_free,
             S.CACHE_TREE: self._cache_tree,
@@ -192,7 +193,7 @@ class Replayer:
         batch = build_batch(ev, self.chunked, decoding, self._rows, self._tokens, slot_tokens(self.tree))
         self.batch = batch
         mode = batch.mode
-        if mode == "DECODE":  # the running batch itself runs (retracted and finished ones already left)
+        if mode in ("DECODE", "TARGET_VERIFY"):  # the running batch runs (retracted and finished ones left)
             self.running = list(batch.rids)
         elif mode == "MIXED":  # the running requests ride along; they rejoin from this batch next round
             self.running = []
@@ -204,7 +205,7 @@ class Replayer:
             req = self.reqs.get(rid)
             if req is None:
                 continue
-            rounds = req.decode_rounds if mode == "DECODE" or rid in decoding else req.prefill_rounds
+            rounds = req.decode_rounds if mode in ("DECODE", "TARGET_VERIFY") or rid in decoding else req.prefill_rounds
             if ev.round is not None and ev.round not in rounds:
                 rounds.append(ev.round)
 
@@ -213,19 +214,21 @@ class Replayer:
             return
         if ev.get("duration_ms") is not None:
             self.batch.duration_ms = float(ev.get("duration_ms"))
-        if self.level < 2:  # no per-token events: count one token per sampled row
-            for row in self.batch.rows:
+        if self.level < 2 and self.batch.mode != "TARGET_VERIFY":  # no per-token events: one token per sampled
+            for row in self.batch.rows:  # row (TARGET_VERIFY: sched.spec_verified says how many)
                 if row.sampled and row.rid in self.reqs:
                     self.reqs[row.rid].output_len += 1
                     self.reqs[row.rid].token_ns.append(ev.time_ns)
 
     def _sampled(self, ev: Event) -> None:
-        if self.batch is None:
-            return
-        tokens = dict(zip(ev.get("rids") or ev.rids or [], ev.get("token_ids") or []))
-        for row in self.batch.rows:
-            if row.sampled and row.rid in tokens:
-                row.token = tokens[row.rid]
+        if self.batch is not None:
+            assign_sampled_tokens(self.batch, ev)
+
+    def _spec_verified(self, ev: Event) -> None:
+        for rid, n in zip(ev.rids or [], ev.get("appended_lens") or []):
+            if self.level < 2 and rid in self.reqs:  # level 1 has no sched.output_appended to count
+                self.reqs[rid].output_len += n
+                self.reqs[rid].token_ns += [ev.time_ns] * n
 
     def _output_appended(self, ev: Event) -> None:
         req = self._req(ev)
@@ -251,6 +254,8 @@ class Replayer:
         freed = {int(s) for s in ev.get("slots") or []}
         for s in freed:
             self.slot_owner.pop(s, None)
+        if ev.get("reason") == "rejected":  # draft rows the model did not accept: those positions are gone
+            self._rows = {rid: {p: s for p, s in row.items() if s not in freed} for rid, row in self._rows.items()}
         if ev.get("reason") == "duplicate":  # the request now reads the tree's copy, at a slot we do not know
             for row in self._rows.values():
                 for pos, slot in row.items():
