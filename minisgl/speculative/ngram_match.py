@@ -15,7 +15,8 @@ def match_ngram_draft(tokens: list[int], num_draft_tokens: int, min_window: int,
     """Up to num_draft_tokens tokens that followed the longest earlier match of tokens' suffix; [] if none.
 
     Longest match first; among equally long matches the most recent wins. An occurrence may overlap the
-    suffix itself (a repeating pattern then drafts its own continuation).
+    suffix itself: the tokens then repeat with a period of n - 1 - end, and the draft continues that period
+    past the last token (a repeating list drafts its next items, not just the tail already written).
     """
     n = len(tokens)
     if num_draft_tokens <= 0 or n < min_window + 1:
@@ -35,4 +36,5 @@ def match_ngram_draft(tokens: list[int], num_draft_tokens: int, min_window: int,
                 break
     if best_len < min_window:
         return []
-    return tokens[best_end + 1 : best_end + 1 + num_draft_tokens]
+    period = n - 1 - best_end
+    return [tokens[best_end + 1 + i % period] for i in range(num_draft_tokens)]

@@ -5,14 +5,19 @@ on text that repeats. Its traces pass `minisgl trace check`, and replay shows th
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from rich.console import Console
 
 from minisgl.cli import main
 from minisgl.speculative.ngram_match import match_ngram_draft
 from tests.tracer.live import Arrival, assert_replay_is_live, drive
 from tracer.check import check_trace
+from tracer.diagrams.round_table import table_rows
 from tracer.reader import load_trace
 from tracer.replay import replay
+from tracer.show import show
 
 from .conftest import assert_no_leak, chat
 
@@ -44,7 +49,9 @@ def test_the_longest_suffix_match_wins_then_the_most_recent():
     assert match_ngram_draft([5, 1, 6, 5, 1, 7, 5, 1], 2, 1, 4) == [7, 5]
     assert match_ngram_draft([1, 2, 3], 4, 1, 4) == []  # the last token never occurred before
     assert match_ngram_draft([1, 2, 1, 3, 1], 2, 2, 4) == []  # only 1-token matches: below the minimum
-    assert match_ngram_draft([7, 7, 7], 5, 1, 4) == [7]  # a repeat drafts its own continuation
+    # a match that overlaps the suffix continues its period: [1, 2] repeats, so the draft is more of it
+    assert match_ngram_draft([7, 7, 7], 5, 1, 4) == [7, 7, 7, 7, 7]
+    assert match_ngram_draft([9, 1, 2, 1, 2, 1, 2], 5, 1, 12) == [1, 2, 1, 2, 1]
 
 
 # ---- same tokens ----------------------------------------------------------------------------------
@@ -78,6 +85,13 @@ def test_same_tokens_and_drafts_are_accepted(base_engine, plain, tmp_path):
     assert verify and all(row.sampled and row.token is not None for b in verify for row in b.forward_rows)
     assert any(row.draft for b in verify for row in b.rows)
     assert not any(row.cached for b in verify for row in b.rows)
+    # the round view and `trace show` say which rows are drafts
+    state = next(s for s in replay(trace) if s.batch is not None and s.batch.mode == "TARGET_VERIFY")
+    assert "new (draft)" in {cells[6] for cells in table_rows(state, {})}
+    console = Console(file=io.StringIO(), width=120, record=True, color_system=None)
+    show(trace, console)
+    text = console.export_text()
+    assert "TARGET_VERIFY" in text and " drafts " in text
 
 
 @pytest.mark.parametrize("flags", [dict(disable_radix_cache=True), dict(chunked_prefill_size=16),
