@@ -63,7 +63,9 @@ class SchedulerOutputProcessorMixin:
             if req is self.chunked_req:
                 continue
             n_out = len(req.output_ids)
-            due = req.stream and n_out > req.send_token_offset and (n_out == 1 or n_out % interval == 0)
+            # a multiple of the interval reached (or passed: a verify round may append several tokens)
+            due = req.stream and n_out > req.send_token_offset and (
+                n_out == 1 or n_out // interval > req.send_token_offset // interval)
             if not (req.finished() or due):
                 continue
             out.rids.append(req.rid)

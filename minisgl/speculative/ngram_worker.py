@@ -116,7 +116,8 @@ class NGRAMWorker:
                 if req.finished() or not matched:
                     break
             # rows after the last appended token computed KV for tokens the request will not have
-            sched.cache_manager.free_rejected_draft_slots(batch.out_cache_loc[start + appended : start + 1 + len(draft)])
+            rejected = batch.out_cache_loc[start + appended : start + 1 + len(draft)]
+            sched.cache_manager.free_rejected_draft_slots(rejected)
             if req.finished():
                 sched.cache_manager.cache_finished_req(req)
             outcome.draft_lens.append(len(draft))

@@ -96,7 +96,7 @@ def test_same_tokens_and_drafts_are_accepted(base_engine, plain, tmp_path):
 
 @pytest.mark.parametrize("flags", [dict(disable_radix_cache=True), dict(chunked_prefill_size=16),
                                    dict(speculative_num_draft_tokens=1, speculative_ngram_min_match_window_size=2),
-                                   dict(max_running_requests=1)])
+                                   dict(enable_mixed_chunk=True, chunked_prefill_size=16)])
 def test_same_tokens_under_other_schedules(base_engine, plain, flags):
     engine = base_engine.fork(**{**SPEC, **flags})
     assert outputs(engine, PROMPTS, PARAMS) == plain
@@ -171,3 +171,15 @@ def test_replay_equals_the_live_scheduler_every_round(base_engine, tmp_path):
     assert check_trace(trace) == []
     assert any(ev.name == "sched.spec_verified" for ev in trace.events)
     assert_replay_is_live(trace, live)
+
+
+def test_streaming_sends_every_accepted_token(base_engine):
+    """A verify round may pass a multiple of --stream-interval without landing on it: the tokens still go out."""
+    params = {"max_new_tokens": 24, "temperature": 0, "ignore_eos": True}
+    want = base_engine.fork().generate(DAYS, params)["output_ids"]
+    engine = base_engine.fork(stream_interval=3, **SPEC)
+    deltas = [d["output_ids"] for d in engine.generate(DAYS, params, stream=True)]
+    assert [t for d in deltas for t in d] == want
+    assert len([d for d in deltas if d]) > 2  # streamed as it went, not all at the end
+    assert engine.scheduler.spec_worker.stats.accepted > 0
+    assert_no_leak(engine)
