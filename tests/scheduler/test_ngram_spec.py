@@ -6,11 +6,17 @@ on text that repeats. Its traces pass `minisgl trace check`, and replay shows th
 from __future__ import annotations
 
 import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from minisgl.cli import main
+from minisgl.server_args import ServerArgs
 from minisgl.speculative.ngram_match import match_ngram_draft
 from tests.tracer.live import Arrival, assert_replay_is_live, drive
 from tracer.check import check_trace
@@ -21,6 +27,7 @@ from tracer.show import show
 
 from .conftest import assert_no_leak, chat
 
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = dict(speculative_algorithm="NGRAM", speculative_num_draft_tokens=4)
 SENTENCE = ("Alice packed three apples, two pears and a loaf of bread into her basket, then walked to the old "
             "mill by the river to meet her brother Tom.")
@@ -39,6 +46,27 @@ def plain(base_engine):
     """The same workload without speculation: the answers speculation must reproduce."""
     engine = base_engine.fork()
     return outputs(engine, PROMPTS, PARAMS)
+
+
+# ---- flags ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("flags, message", [
+    (dict(speculative_algorithm="EAGLE"), "--speculative-algorithm must be NGRAM, not 'EAGLE'"),
+    (dict(speculative_num_draft_tokens=0), "--speculative-num-draft-tokens must be >= 1, not 0"),
+    (dict(speculative_ngram_min_match_window_size=0), "--speculative-ngram-min-match-window-size (0) must be"),
+    (dict(speculative_ngram_min_match_window_size=5, speculative_ngram_max_match_window_size=4),
+     "--speculative-ngram-min-match-window-size (5) must be >= 1 and at most --speculative-ngram-max-match"),
+])
+def test_bad_flags_are_refused_with_the_flag_named(flags, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ServerArgs(**{"speculative_algorithm": "NGRAM", **flags}).validate()
+
+
+def test_bad_flag_on_the_command_line_is_one_line():
+    r = subprocess.run([sys.executable, "-m", "minisgl.cli", "generate", "hi", "--speculative-algorithm", "NGRAM",
+                        "--speculative-num-draft-tokens", "0"], cwd=ROOT, text=True, capture_output=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == ["minisgl generate: error: --speculative-num-draft-tokens must be >= 1, not 0"]
 
 
 # ---- the proposer ---------------------------------------------------------------------------------
