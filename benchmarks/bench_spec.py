@@ -95,7 +95,7 @@ def main() -> None:
     p.add_argument("--new-tokens", type=int, default=96, help="max_new_tokens of every request")
     p.add_argument("--repeats", type=int, default=2, help="runs per prompt and setting; the best time is kept")
     p.add_argument("--num-draft-tokens", type=int, default=4, help="--speculative-num-draft-tokens")
-    p.add_argument("--min-window", type=int, default=1, help="--speculative-ngram-min-match-window-size")
+    p.add_argument("--min-window", type=int, default=3, help="--speculative-ngram-min-match-window-size")
     p.add_argument("--max-window", type=int, default=12, help="--speculative-ngram-max-match-window-size")
     args = p.parse_args()
     if args.threads:

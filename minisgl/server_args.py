@@ -29,7 +29,9 @@ class ServerArgs:
     # speculative decoding (n-gram drafts from the request's own tokens; greedy requests only)
     speculative_algorithm: str | None = None  # None | "NGRAM"
     speculative_num_draft_tokens: int = 4  # most draft tokens per request per round (K; K + 1 rows verified)
-    speculative_ngram_min_match_window_size: int = 1  # shortest suffix that may match
+    # shortest suffix that may match (SGLang's default is 1; on a CPU every verified row costs about half a
+    # decode step, and 1-token matches are right too rarely to pay for theirs: benchmarks/bench_spec.py)
+    speculative_ngram_min_match_window_size: int = 3
     speculative_ngram_max_match_window_size: int = 12  # longest suffix tried first
 
     def __post_init__(self) -> None:
