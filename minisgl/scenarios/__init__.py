@@ -29,6 +29,7 @@ NAMES = (
     "client_disconnect",
     "context_limit",
     "overlap_schedule",
+    "ngram_speculative",
 )
 
 
