@@ -26,6 +26,15 @@ class ServerArgs:
     disable_radix_cache: bool = False
     enable_mixed_chunk: bool = False
     stream_interval: int = 1
+    # tensor parallelism (minisgl/distributed/): ranks, and the machines ("nodes") they run on
+    tp_size: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    dist_init_addr: str | None = None  # host:port where the ranks meet; None: a free local port (one node)
+
+    @property
+    def tp_size_per_node(self) -> int:
+        return self.tp_size // self.nnodes
 
     def __post_init__(self) -> None:
         if self.chunked_prefill_size is not None and self.chunked_prefill_size <= 0:
@@ -58,6 +67,9 @@ class ServerArgs:
             raise ValueError(f"--schedule-policy must be fcfs or lpm, not {self.schedule_policy!r}")
         if self.stream_interval < 1:
             raise ValueError(f"--stream-interval must be >= 1, not {self.stream_interval}")
+        from minisgl.distributed.launch import validate_parallel_args
+
+        validate_parallel_args(self)
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +109,10 @@ class ServerArgs:
                        help="let running requests' decode steps ride along in prefill rounds (MIXED)")
         g.add_argument("--stream-interval", type=int, default=d.stream_interval,
                        help="send streamed tokens every N tokens")
+
+        from minisgl.distributed.launch import add_parallel_cli_args
+
+        add_parallel_cli_args(parser, d)
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:

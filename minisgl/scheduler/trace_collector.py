@@ -18,6 +18,8 @@ import functools
 import itertools
 from typing import TYPE_CHECKING
 
+from minisgl.distributed.communication_op import comm_stats
+from minisgl.distributed.parallel_state import get_tensor_model_parallel_world_size
 from tracer.api import LEVEL_TENSORS, LEVEL_TOKENS, tracer
 
 if TYPE_CHECKING:
@@ -26,6 +28,11 @@ if TYPE_CHECKING:
     from minisgl.scheduler.schedule_policy import PrefillAdder
     from minisgl.scheduler.scheduler import Scheduler
     from minisgl.scheduler.tp_worker import GenerationBatchResult
+
+
+def tp_comm_summary() -> dict:
+    tp_size = get_tensor_model_parallel_world_size()
+    return {"tp_size": tp_size, **comm_stats.take()} if tp_size > 1 else {}
 
 
 def hook(fn):
@@ -187,7 +194,8 @@ class SchedulerTraceCollector:
 
     @hook
     def forward_end(self, batch: ScheduleBatch, seconds: float) -> None:
-        tracer.end("model.forward", rids=[r.rid for r in batch.reqs], duration_ms=round(seconds * 1000, 3))
+        tp = tp_comm_summary()  # with --tp-size > 1: the forward's collectives, summed
+        tracer.end("model.forward", rids=[r.rid for r in batch.reqs], duration_ms=round(seconds * 1000, 3), **tp)
 
     # ---- its results ----------------------------------------------------------------------------
     @hook

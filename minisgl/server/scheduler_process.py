@@ -18,8 +18,10 @@ logger = logging.getLogger(__name__)
 
 
 def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
-                          pipe_writer: Connection) -> None:
-    setup_child_process("scheduler", http_args.log_level, http_args.trace_dir, http_args.trace_level,
+                          pipe_writer: Connection, tp_rank: int = 0) -> None:
+    from minisgl.distributed.launch import scheduler_process_name
+
+    setup_child_process(scheduler_process_name(tp_rank), http_args.log_level, http_args.trace_dir, http_args.trace_level,
                         port_args.ipc_dir)
     from minisgl.configs.model_config import UnsupportedModel
     from minisgl.model_loader.bundled import ModelNotFound
@@ -28,7 +30,7 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
         from minisgl.labs.swap import apply_from_env
 
         apply_from_env(quiet=True)  # a lab's component (MINISGL_LAB), installed before anything is built
-        scheduler = _build_scheduler(server_args, port_args)
+        scheduler = _build_scheduler(server_args, port_args, tp_rank)
     except Exception as e:
         logger.exception("the scheduler could not start")
         pipe_writer.send({"status": "error", "message": one_line(e),
@@ -47,7 +49,7 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
         sys.exit(1)
 
 
-def _build_scheduler(server_args: ServerArgs, port_args: PortArgs):
+def _build_scheduler(server_args: ServerArgs, port_args: PortArgs, tp_rank: int = 0):
     from minisgl.model_executor.model_runner import ModelRunner
     from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
     from minisgl.scheduler.scheduler import Scheduler
@@ -55,8 +57,15 @@ def _build_scheduler(server_args: ServerArgs, port_args: PortArgs):
     source = resolve_model(server_args.model)
     config = load_model_config(source)
     tokenizer = load_tokenizer(source)
-    runner = ModelRunner(config, source, server_args)
+    runner = ModelRunner(config, source, server_args, tp_rank=tp_rank)
     context = zmq.Context()
-    recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name, src="tokenizer_manager")
-    send_to_detokenizer = PushSender(context, port_args.detokenizer_ipc_name, dst="detokenizer")
+    recv_from_tokenizer = send_to_detokenizer = None
+    if tp_rank == 0:  # with --tp-size N the other ranks get rank 0's inputs (distributed/scheduler_io.py)
+        recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name, src="tokenizer_manager")
+        send_to_detokenizer = PushSender(context, port_args.detokenizer_ipc_name, dst="detokenizer")
+    if server_args.tp_size > 1:
+        from minisgl.distributed.scheduler_io import NoSender, TpBroadcastReceiver
+
+        recv_from_tokenizer = TpBroadcastReceiver(recv_from_tokenizer)
+        send_to_detokenizer = send_to_detokenizer or NoSender()
     return Scheduler(server_args, runner, tokenizer, recv_from_tokenizer, send_to_detokenizer)

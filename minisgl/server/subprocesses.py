@@ -13,6 +13,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from minisgl.detokenizer.detokenizer_process import run_detokenizer_process
+from minisgl.distributed.launch import node_tp_ranks, scheduler_process_name
 from minisgl.server.http_server_args import HttpServerArgs
 from minisgl.server.port_args import PortArgs
 from minisgl.server.scheduler_process import run_scheduler_process
@@ -66,9 +67,13 @@ class EngineProcesses:
     def __init__(self, server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs):
         ctx = mp.get_context("spawn")
         self.children: list[ChildProcess] = []
-        for name, target in (("scheduler", run_scheduler_process), ("detokenizer", run_detokenizer_process)):
+        # one scheduler per tensor-parallel rank on this node (distributed/launch.py); node 0 also detokenizes
+        children = [(scheduler_process_name(r), run_scheduler_process, (r,)) for r in node_tp_ranks(server_args)]
+        if server_args.node_rank == 0:
+            children.append(("detokenizer", run_detokenizer_process, ()))
+        for name, target, extra in children:
             reader, writer = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=target, args=(server_args, http_args, port_args, writer), name=name,
+            proc = ctx.Process(target=target, args=(server_args, http_args, port_args, writer, *extra), name=name,
                                daemon=True)
             proc.start()
             writer.close()  # the child has its own copy; ours would keep the pipe open after it died
