@@ -42,6 +42,9 @@ class Engine:
         apply_from_env()  # a lab's component (MINISGL_LAB=COMPONENT=FILE), before anything is built
         self.server_args = ServerArgs(model=model, **kwargs)
         self.server_args.validate()
+        if self.server_args.tp_size > 1:
+            raise ValueError("the offline Engine runs in one process: --tp-size > 1 needs `minisgl serve`, "
+                             "which starts one scheduler process per rank")
         if _loaded is None:
             source = resolve_model(self.server_args.model)
             self.model_config = load_model_config(source)

@@ -69,8 +69,8 @@ class EngineProcesses:
         self.children: list[ChildProcess] = []
         # one scheduler per tensor-parallel rank on this node (distributed/launch.py); node 0 also detokenizes
         children = [(scheduler_process_name(r), run_scheduler_process, (r,)) for r in node_tp_ranks(server_args)]
-        if server_args.node_rank == 0:
-            children.append(("detokenizer", run_detokenizer_process, ()))
+        if server_args.node_rank == 0:  # after rank 0: "scheduler, detokenizer" stay the first two names
+            children.insert(1, ("detokenizer", run_detokenizer_process, ()))
         for name, target, extra in children:
             reader, writer = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=target, args=(server_args, http_args, port_args, writer, *extra), name=name,
