@@ -14,6 +14,7 @@ from tracer.event import Event
 from tracer.reader import Trace
 from tracer.replay import replay
 from tracer.state import TREE, UNASSIGNED
+from tracer.tp_ranks import check_tp_ranks
 from tracer.tree import tree_slots
 
 SCHED_TERMINAL = (S.SCHED_FINISHED, S.SCHED_REFUSED)
@@ -26,7 +27,8 @@ CLIENT_LEFT = 499  # the HTTP status the server traces for a client that closed 
 def check_trace(trace: Trace) -> list[str]:
     """Every failed invariant, one line each; an empty list means the trace is consistent."""
     return (check_sequence(trace) + check_ipc(trace) + check_lifecycles(trace) + check_kv(trace)
-            + check_tokens(trace) + check_rounds(trace) + check_replay(trace) + check_admission(trace))
+            + check_tokens(trace) + check_rounds(trace) + check_replay(trace) + check_admission(trace)
+            + check_tp_ranks(trace))
 
 
 def summary(trace: Trace) -> str:
