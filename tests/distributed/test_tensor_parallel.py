@@ -84,14 +84,15 @@ def test_tp3_greedy_tokens_equal_tp1(runner_fp32, chat_prompt_ids, tmp_path):
     print(f"\nforward seconds, one thread per rank: tp=1 {tp1}, tp={TP} {got['seconds']}")
 
 
-def test_served_tp3_chat_equals_tp1_and_its_trace_checks(engine, tmp_path):
+def test_served_tp3_chat_equals_tp1_and_its_trace_checks(base_engine, tmp_path):
     from openai import OpenAI
 
-    from tests.server.conftest import ENGINE_FLAGS, ServeProcess, serve_flags
+    from tests.server.conftest import ENGINE_FLAGS, OneThreadEngine, ServeProcess, serve_flags
     from tracer.check import check_trace
     from tracer.reader import load_trace
 
     messages = [{"role": "user", "content": "What is the capital of France?"}]
+    engine = OneThreadEngine(base_engine.fork(**ENGINE_FLAGS))  # tp=1, the server's flags, one thread
     ref = engine.generate(messages, {"max_new_tokens": NEW_TOKENS, "temperature": 0})
     trace_dir = tmp_path / "trace"
     srv = ServeProcess([*serve_flags(ENGINE_FLAGS), "--tp-size", str(TP), "--trace", str(trace_dir),
