@@ -127,3 +127,56 @@ async def _open_replay(trace) -> None:
         await pilot.pause()
         await pilot.press("end")
         assert app.timeline.cursor == len(trace.events) - 1
+
+
+def test_three_nodes_on_localhost_serve_like_one(base_engine, tmp_path):
+    """--nnodes 3: node 0 serves HTTP with rank 0; nodes 1 and 2 run only ranks 1 and 2 and meet it at
+    --dist-init-addr. The same greedy text as tp=1, one trace folder for all, nothing left running."""
+    import subprocess
+    import sys
+
+    import httpx
+    import psutil
+
+    from tests.server.conftest import ENGINE_FLAGS, ENV, OneThreadEngine, ServeProcess, serve_flags
+    from tracer.check import check_trace
+    from tracer.reader import load_trace
+
+    ref = OneThreadEngine(base_engine.fork(**ENGINE_FLAGS)).generate("The capital of France is",
+                                                                      {"max_new_tokens": 8, "temperature": 0})
+    trace_dir = tmp_path / "trace"
+    common = [*serve_flags(ENGINE_FLAGS), "--tp-size", str(TP), "--nnodes", str(TP),
+              "--dist-init-addr", f"127.0.0.1:{_free_port()}", "--trace", str(trace_dir), "--log-level", "warning"]
+    workers = [subprocess.Popen([sys.executable, "-m", "minisgl.cli", "serve", *common, "--node-rank", str(k)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+               for k in range(1, TP)]
+    srv = ServeProcess([*common, "--node-rank", "0"])
+    try:
+        srv.wait_ready()
+        kids = [c for w in workers for c in psutil.Process(w.pid).children(recursive=True)]
+        r = httpx.post(f"{srv.url}/generate", json={"text": "The capital of France is",
+                                                   "sampling_params": {"max_new_tokens": 8, "temperature": 0}},
+                       timeout=300)
+        assert r.json()["text"] == ref["text"]
+    finally:
+        code = srv.stop(signal.SIGINT)
+        outs = [_end_worker(w) for w in workers]
+    assert code == 0, srv.output()[-3000:]
+    # node 0 gone, the other nodes' ranks lose their peer and end: each node says so and exits 1
+    assert all(w.returncode == 1 and "scheduler_tp" in out and "died" in out for w, out in zip(workers, outs)), outs
+    assert all(f"node {k} of {TP}: starting scheduler ranks {k}" in out for k, out in enumerate(outs, 1)), outs
+    assert srv.alive_descendants() == [] and not [p for p in kids if p.is_running() and p.status() != "zombie"]
+    trace = load_trace(trace_dir)
+    assert sorted(trace.tp_rank_events) == [f"scheduler_tp{r}" for r in range(1, TP)]
+    assert check_trace(trace) == []
+
+
+def _end_worker(proc) -> str:
+    """A worker node's output once it ended on its own (after node 0 stopped), or after a SIGINT."""
+    import subprocess
+
+    try:
+        return proc.communicate(timeout=60)[0]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        return proc.communicate(timeout=60)[0] + "\n(ended only after SIGINT)"
