@@ -23,12 +23,19 @@ class CommStats:
     all_gather: int = 0
     seconds: float = 0.0
 
-    def take(self) -> dict:
+    def take(self) -> CommSummary:
         """What happened since the last take, then start again from zero."""
-        out = {"all_reduce": self.all_reduce, "all_gather": self.all_gather, "comm_ms": round(self.seconds * 1e3, 3)}
+        out = CommSummary(self.all_reduce, self.all_gather, round(self.seconds * 1e3, 3))
         self.all_reduce = self.all_gather = 0
         self.seconds = 0.0
         return out
+
+
+@dataclass(frozen=True)
+class CommSummary:
+    all_reduce: int
+    all_gather: int
+    comm_ms: float
 
 
 comm_stats = CommStats()

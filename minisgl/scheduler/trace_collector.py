@@ -30,11 +30,6 @@ if TYPE_CHECKING:
     from minisgl.scheduler.tp_worker import GenerationBatchResult
 
 
-def tp_comm_summary() -> dict:
-    tp_size = get_tensor_model_parallel_world_size()
-    return {"tp_size": tp_size, **comm_stats.take()} if tp_size > 1 else {}
-
-
 def hook(fn):
     """Nothing while tracing is off; else report the pending KV moves, then the hook's own events."""
 
@@ -194,8 +189,14 @@ class SchedulerTraceCollector:
 
     @hook
     def forward_end(self, batch: ScheduleBatch, seconds: float) -> None:
-        tp = tp_comm_summary()  # with --tp-size > 1: the forward's collectives, summed
-        tracer.end("model.forward", rids=[r.rid for r in batch.reqs], duration_ms=round(seconds * 1000, 3), **tp)
+        rids, duration_ms = [r.rid for r in batch.reqs], round(seconds * 1000, 3)
+        tp_size = get_tensor_model_parallel_world_size()
+        if tp_size == 1:
+            tracer.end("model.forward", rids=rids, duration_ms=duration_ms)
+            return
+        comm = comm_stats.take()  # with --tp-size > 1: the forward's collectives, summed
+        tracer.end("model.forward", rids=rids, duration_ms=duration_ms, tp_size=tp_size,
+                   all_reduce=comm.all_reduce, all_gather=comm.all_gather, comm_ms=comm.comm_ms)
 
     # ---- its results ----------------------------------------------------------------------------
     @hook
