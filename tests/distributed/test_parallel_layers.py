@@ -117,3 +117,19 @@ def test_parallel_flags_are_validated():
     ]:
         with pytest.raises(ValueError, match=message):
             args.validate()
+
+
+def test_serve_refuses_a_tp_size_that_does_not_divide_the_bundled_models_heads():
+    """SmolLM2-135M's 9 query and 3 key/value heads: `--tp-size 2` stops `minisgl serve` with exit 2 and one
+    line, before any scheduler process starts."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-m", "minisgl.cli", "serve", "--tp-size", "2", "--port", "0"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("minisgl serve: error: --tp-size 2 does not divide the model's 9 attention "
+                                  "heads; use a divisor of both 9 and 3")
+    assert "starting the scheduler" not in out.stdout
