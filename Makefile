@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.minisgl-installed
 
-.PHONY: demo test bench clean-venv graphviz compiler chromium mermaid lessons lessons-serve
+.PHONY: demo test bench clean-venv graphviz compiler chromium mermaid lessons lessons-serve router-env
 
 $(STAMP): pyproject.toml Makefile
 	@echo "== creating $(VENV) (first use only)"
@@ -87,11 +87,24 @@ lessons-serve: graphviz mermaid $(STAMP)
 demo: graphviz compiler $(STAMP)
 	$(VENV)/bin/minisgl demo
 
+# SGLang's router (sglang-router on PyPI, SGLang's Model Gateway) in its own venv, never a dependency of
+# minisgl: `minisgl router` and tests/server/test_router.py run it from here. Pinned; checked on every
+# `make test`; never fails the build (without it the router tests skip and say why).
+ROUTER_VENV           ?= .venv-router
+SGLANG_ROUTER_VERSION := 0.3.2
+router-env:
+	@if $(ROUTER_VENV)/bin/python -c "import sglang_router.version as v, sys; \
+	sys.exit(v.__version__ != '$(SGLANG_ROUTER_VERSION)')" 2>/dev/null; then exit 0; fi; \
+	echo "== sglang-router $(SGLANG_ROUTER_VERSION) in $(ROUTER_VENV) (SGLang's router, for minisgl router)"; \
+	{ python3 -m venv $(ROUTER_VENV) \
+	  && $(ROUTER_VENV)/bin/python -m pip install --quiet sglang-router==$(SGLANG_ROUTER_VERSION); } \
+	|| echo "== could not install sglang-router: the router tests will skip"
+
 # Two pytest-xdist workers: many tests spend part of their time waiting on a server or grading process,
 # so two workers keep both cores busy (tests/conftest.py keeps tests that share an expensive fixture on one
 # worker). TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
-test: graphviz compiler chromium mermaid $(STAMP)
+test: graphviz compiler chromium mermaid router-env $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)

@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         generate_cli,
         lab_cli,
         replay_cli,
+        router_cli,
         scenario_cli,
         serve_cli,
         trace_cli,
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace_cli.register(sub)
     replay_cli.register(sub)
     serve_cli.register(sub)
+    router_cli.register(sub)
     demo_cli.register(sub)
     scenario_cli.register(sub)
     bench_cli.register(sub)

@@ -6,6 +6,9 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 
+LOAD_BALANCE_METHODS = ("round_robin", "shortest_queue")
+UNSUPPORTED_LOAD_BALANCE_METHODS = ("minimum_tokens", "follow_bootstrap_room")  # SGLang's, not built here
+
 
 @dataclass
 class ServerArgs:
@@ -26,6 +29,11 @@ class ServerArgs:
     disable_radix_cache: bool = False
     enable_mixed_chunk: bool = False
     stream_interval: int = 1
+    enable_overlap_schedule: bool = False  # the overlap loop (off by default: it does not win on a 2-core cpu)
+    disable_overlap_schedule: bool = False  # SGLang's flag: the normal loop (already the default here)
+    # data parallelism: N scheduler processes, each with its own model copy and KV pool
+    dp_size: int = 1  # 1: no DataParallelController, the TokenizerManager talks to the one scheduler
+    load_balance_method: str = "round_robin"  # how the DataParallelController picks a rank
     # tensor parallelism (minisgl/distributed/): ranks, and the machines ("nodes") they run on
     tp_size: int = 1
     nnodes: int = 1
@@ -39,6 +47,10 @@ class ServerArgs:
     def __post_init__(self) -> None:
         if self.chunked_prefill_size is not None and self.chunked_prefill_size <= 0:
             self.chunked_prefill_size = None
+
+    def overlap_schedule(self) -> bool:
+        """Whether the scheduler runs event_loop_overlap (forward on its own thread, results a round late)."""
+        return self.enable_overlap_schedule and not self.disable_overlap_schedule
 
     def validate(self) -> None:
         if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
@@ -67,6 +79,17 @@ class ServerArgs:
             raise ValueError(f"--schedule-policy must be fcfs or lpm, not {self.schedule_policy!r}")
         if self.stream_interval < 1:
             raise ValueError(f"--stream-interval must be >= 1, not {self.stream_interval}")
+        if self.enable_overlap_schedule and self.disable_overlap_schedule:
+            raise ValueError("--enable-overlap-schedule and --disable-overlap-schedule contradict each other: "
+                             "give one of them")
+        if self.dp_size < 1:
+            raise ValueError(f"--dp-size must be >= 1, not {self.dp_size}")
+        if self.load_balance_method in UNSUPPORTED_LOAD_BALANCE_METHODS:
+            raise ValueError(f"--load-balance-method {self.load_balance_method} is SGLang's but not implemented "
+                             f"in minisgl; use {' or '.join(LOAD_BALANCE_METHODS)}")
+        if self.load_balance_method not in LOAD_BALANCE_METHODS:
+            raise ValueError(f"--load-balance-method must be {' or '.join(LOAD_BALANCE_METHODS)}, not "
+                             f"{self.load_balance_method!r}")
         from minisgl.distributed.launch import validate_parallel_args
 
         validate_parallel_args(self)
@@ -109,6 +132,22 @@ class ServerArgs:
                        help="let running requests' decode steps ride along in prefill rounds (MIXED)")
         g.add_argument("--stream-interval", type=int, default=d.stream_interval,
                        help="send streamed tokens every N tokens")
+        g.add_argument("--enable-overlap-schedule", action="store_true",
+                       help="SGLang's overlap scheduler: round N's forward runs on a thread of its own while the "
+                            "scheduler processes round N-1's result and forms round N+1 (results and finishing "
+                            "one round late; same greedy tokens). Off by default: on a 2-core cpu torch's "
+                            "threads and the scheduler's compete for the cores and it did not win (0.82-1.07x, "
+                            "benchmarks/bench_overlap.py); it pays where the forward runs elsewhere (a GPU)")
+        g.add_argument("--disable-overlap-schedule", action="store_true",
+                       help="SGLang's flag: run the normal loop (one round after the other); the default here")
+        g = parser.add_argument_group("data parallelism")
+        g.add_argument("--dp-size", type=int, default=d.dp_size,
+                       help="scheduler processes (ranks), each with its own model copy and KV cache, behind a "
+                            "DataParallelController process; 1 (default): one scheduler, no controller")
+        g.add_argument("--load-balance-method", default=d.load_balance_method,
+                       help="how the DataParallelController picks a rank for a request that names none: "
+                            "round_robin (in turn) or shortest_queue (fewest running and waiting requests); "
+                            "a request's routed_dp_rank (or X-Data-Parallel-Rank header) always wins")
 
         from minisgl.distributed.launch import add_parallel_cli_args
 

@@ -16,6 +16,7 @@ import json
 import os
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,9 @@ class Tracer:
         # the TokenizerManager emits from its tokenizer thread too: seq, ts and the line's place in the file
         # are taken together, so the file stays in seq order
         self._lock = threading.Lock()
+        # a thread other than the process's main loop (the overlap scheduler's forward thread) names itself
+        # and the round it works on: its events carry `thread` and that round, not the main loop's
+        self._local = threading.local()
 
     # ---- set-up -----------------------------------------------------------------------------------
     def configure(self, trace_dir: str | os.PathLike, process: str, level: int = LEVEL_TOKENS) -> Path:
@@ -114,8 +118,12 @@ class Tracer:
                 record["rid"] = rid
             if rids is not None:
                 record["rids"] = rids
-            if self.round is not None:
-                record["round"] = self.round
+            thread = getattr(self._local, "thread", None)
+            round_ = self._local.round if thread is not None else self.round
+            if round_ is not None:
+                record["round"] = round_
+            if thread is not None:
+                record["thread"] = thread
             if flow is not None:
                 record["flow"] = {"id": flow, "dir": flow_dir}
             if attrs:
@@ -127,6 +135,20 @@ class Tracer:
 
     def end(self, name: str, **kw: Any) -> None:
         self.event(name, ph="E", **kw)
+
+    @contextmanager
+    def on_thread(self, thread: str, round: int | None):
+        """Events emitted by this thread inside the block carry `thread` and `round` (this thread only)."""
+        self._local.thread, self._local.round = thread, round
+        try:
+            yield
+        finally:
+            self._local.thread = self._local.round = None
+
+    @property
+    def thread(self) -> str | None:
+        """The name the calling thread gave itself with on_thread, or None (the main loop)."""
+        return getattr(self._local, "thread", None)
 
     def new_flow_id(self) -> str:
         """A flow id unique across processes: the sender's pid and a counter."""

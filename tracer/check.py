@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 
 from tracer import schema as S
 from tracer.check_admission import check_admission
+from tracer.dp_ranks import dp_scheduler_procs, rank_view
 from tracer.event import Event
 from tracer.reader import Trace
 from tracer.replay import replay
@@ -25,14 +26,69 @@ CLIENT_LEFT = 499  # the HTTP status the server traces for a client that closed 
 
 
 def check_trace(trace: Trace) -> list[str]:
-    """Every failed invariant, one line each; an empty list means the trace is consistent."""
-    return (check_sequence(trace) + check_ipc(trace) + check_lifecycles(trace) + check_kv(trace)
-            + check_tokens(trace) + check_rounds(trace) + check_replay(trace) + check_admission(trace)
-            + check_tp_ranks(trace))
+    """Every failed invariant, one line each; an empty list means the trace is consistent. With several
+    data-parallel scheduler ranks, the scheduler's own invariants (KV, rounds, replay, admission) are checked
+    on each rank's view (tracer/dp_ranks.py), prefixed with the rank's process name."""
+    out = (check_sequence(trace) + check_ipc(trace) + check_lifecycles(trace) + check_tokens(trace)
+           + check_tp_ranks(trace))
+    ranks = dp_scheduler_procs(trace)
+    if not ranks:
+        return out + _check_scheduler(trace)
+    out += check_dispatch(trace)
+    for proc in ranks:
+        out += [f"{proc}: {line}" for line in _check_scheduler(rank_view(trace, proc))]
+    return out
+
+
+def _check_scheduler(trace: Trace) -> list[str]:
+    return (check_kv(trace) + check_rounds(trace) + check_replay(trace) + check_admission(trace)
+            + check_overlap(trace))
+
+
+def check_dispatch(trace: Trace) -> list[str]:
+    """Each request the DataParallelController dispatched arrived at the rank it chose, and only there."""
+    arrived: dict[str, list[str]] = defaultdict(list)
+    for ev in trace.events:
+        if ev.name in SCHED_TERMINAL[1:] + (S.SCHED_REQ_CREATED,) and ev.rid is not None:
+            arrived[ev.rid].append(ev.proc)
+    out = []
+    for ev in trace.events:
+        if ev.name == S.DP_DISPATCH:
+            want = f"{S.DP_SCHEDULER_PREFIX}{ev.get('dp_rank')}"
+            if arrived.get(ev.rid) != [want]:
+                out.append(f"dp: request {ev.rid} was dispatched to {want} ({ev.where}) but arrived at "
+                           f"{arrived.get(ev.rid) or 'no scheduler'}")
+    return out
 
 
 def summary(trace: Trace) -> str:
-    return f"{len(trace.events)} events, {len(trace.rids())} requests, {len(trace.rounds())} rounds"
+    overlap = " (overlap schedule: forwards on the forward thread, results one round late)" if is_overlap(trace) else ""
+    return f"{len(trace.events)} events, {len(trace.rids())} requests, {len(trace.rounds())} rounds{overlap}"
+
+
+def is_overlap(trace: Trace) -> bool:
+    return any(ev.name == S.SCHED_CONFIG and ev.get("overlap_schedule") for ev in trace.events)
+
+
+def check_overlap(trace: Trace) -> list[str]:
+    """The overlap loop (sched.config overlap_schedule): the forward thread runs each round after its batch
+    was formed, in round order, and each round's result is processed in a later round (sched.sampled's
+    batch_round). The rest holds as for the normal loop: replay applies the late events to their round."""
+    formed = {ev.round: ev.index for ev in trace.events if ev.name == S.SCHED_BATCH_FORMED}
+    out, last = [], 0
+    for ev in trace.events:
+        if ev.name == S.MODEL_FORWARD and ev.thread is not None and ev.ph == S.PH_BEGIN:
+            if formed.get(ev.round, ev.index + 1) > ev.index:
+                out.append(f"overlap: {ev.where}: the forward of round {ev.round} begins before its batch is formed")
+            if ev.round is None or ev.round <= last:
+                out.append(f"overlap: {ev.where}: the forward of round {ev.round} runs after round {last}'s")
+            last = ev.round or last
+        elif ev.name == S.SCHED_SAMPLED and ev.get("batch_round") is not None:
+            done = ev.get("batch_round")
+            if done not in formed or ev.round is None or done >= ev.round:
+                out.append(f"overlap: {ev.where}: round {ev.round} processes the result of round {done}, which "
+                           "is not an earlier round that formed a batch")
+    return out
 
 
 def check_sequence(trace: Trace) -> list[str]:

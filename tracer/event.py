@@ -24,6 +24,7 @@ class Event:
     rid: str | None = None
     rids: list[str] | None = None
     round: int | None = None
+    thread: str | None = None  # a thread other than the process's main loop (e.g. the forward thread)
     flow_id: str | None = None
     flow_dir: str | None = None
     attrs: dict[str, Any] = field(default_factory=dict)

@@ -1,6 +1,7 @@
 """Export a trace as Chrome/Perfetto trace-event JSON (open it at ui.perfetto.dev or chrome://tracing).
 
-Layout: one track group per process (a thread per lane: rounds, model, sched, kv, cache, ipc, …), one
+Layout: one track group per process (a thread per lane: rounds, model, sched, kv, cache, ipc, …, and a
+"forward thread" track for the overlap scheduler's forwards, which run beside the next round), one
 track group "requests" with a thread per request (queued / prefill / decode slices), and a flow arrow
 from every ipc.send to its ipc.recv. All slices are complete ("X") events, so a torn trace still exports.
 """
@@ -15,6 +16,7 @@ from tracer.event import Event
 from tracer.reader import Trace
 
 LANES = ("rounds", "model", "sched", "kv", "cache", "ipc", "detok", "tm", "http", "trace")
+THREAD_TRACKS = {"forward": len(LANES) + 2}  # events of a thread other than the main loop (Event.thread)
 BULKY = {"nodes", "input_ids", "positions", "out_cache_loc", "matched_slots"}  # args show their length only
 
 
@@ -38,6 +40,10 @@ def perfetto_events(trace: Trace) -> dict[str, Any]:
         for tid, lane in enumerate(LANES, start=1):
             out.append(_meta("thread_name", pid, tid, lane))
             out.append(_meta("thread_sort_index", pid, tid, tid, key="sort_index"))
+        for thread, tid in THREAD_TRACKS.items():
+            if any(ev.pid == pid and ev.thread == thread for ev in trace.events):
+                out.append(_meta("thread_name", pid, tid, f"{thread} thread"))
+                out.append(_meta("thread_sort_index", pid, tid, 2, key="sort_index"))  # next to the rounds
     req_pid = (max(pids) if pids else 0) + 1
     out.append(_meta("process_name", req_pid, 0, "requests"))
     out.append(_meta("process_sort_index", req_pid, 0, len(pids), key="sort_index"))
@@ -90,7 +96,7 @@ def _round_slices(trace: Trace, us) -> list[dict]:
     first: dict[tuple[int, int], Event] = {}
     out = []
     for ev in trace.events:
-        if ev.round is None or ev.lane not in S.SCHED_LANES:
+        if ev.round is None or ev.lane not in S.SCHED_LANES or ev.thread is not None:
             continue
         first.setdefault((ev.pid, ev.round), ev)
         if ev.name == S.SCHED_ROUND_END:
@@ -104,17 +110,18 @@ def _round_slices(trace: Trace, us) -> list[dict]:
 
 def _forward_slices(trace: Trace, us) -> list[dict]:
     """model.forward B/E pairs become one slice each; a B without its E (a torn trace) is left out."""
-    open_b: dict[int, Event] = {}
+    open_b: dict[tuple[int, str | None], Event] = {}
     out = []
     for ev in trace.events:
         if ev.name != S.MODEL_FORWARD:
             continue
         if ev.ph == "B":
-            open_b[ev.pid] = ev
-        elif ev.ph == "E" and ev.pid in open_b:
-            b = open_b.pop(ev.pid)
+            open_b[(ev.pid, ev.thread)] = ev
+        elif ev.ph == "E" and (ev.pid, ev.thread) in open_b:
+            b = open_b.pop((ev.pid, ev.thread))
             name = f"forward {b.get('forward_mode', '')} x{b.get('num_rows', '?')}"
-            out.append(_x(name, "model", us(b.time_ns), us(ev.time_ns), ev.pid, _tid("model"),
+            tid = THREAD_TRACKS.get(ev.thread, _tid("model")) if ev.thread else _tid("model")
+            out.append(_x(name, "model", us(b.time_ns), us(ev.time_ns), ev.pid, tid,
                           {"round": ev.round, "duration_ms": ev.get("duration_ms")}))
     return out
 

@@ -4,7 +4,8 @@ Kept: each event's process, name, phase, rid(s), round and attrs. Dropped: clock
 `mono_ns`, durations), pids, `seq`, flow ids, and log-probabilities (floats whose last digits follow the
 CPU's instruction set, not the engine's decisions). Events are ordered per process, in the order each
 process wrote them: a process's own order is the engine's logic, while the interleaving of processes
-follows the OS scheduler.
+follows the OS scheduler. The same holds for threads: a process's forward thread (the overlap scheduler)
+keeps its own order, listed after the main loop's events.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def normalize_event(ev: Event) -> dict[str, Any]:
         rec["ph"] = ev.ph
     if ev.round is not None:
         rec["round"] = ev.round
+    if ev.thread is not None:
+        rec["thread"] = ev.thread
     if ev.rid is not None:
         rec["rid"] = ev.rid
     if ev.rids is not None:
@@ -41,7 +44,7 @@ def normalize(trace: Trace) -> list[dict[str, Any]]:
 
     def key(ev: Event) -> tuple:
         rank = PROCESS_ORDER.index(ev.proc) if ev.proc in PROCESS_ORDER else len(PROCESS_ORDER)
-        return rank, ev.proc, ev.file, ev.line
+        return rank, ev.proc, ev.file, ev.thread or "", ev.line
 
     return [normalize_event(ev) for ev in sorted(trace.events, key=key)]
 
@@ -51,7 +54,7 @@ def event_line(rec: dict[str, Any]) -> str:
     head = [
         rec["proc"],
         f"r{rec['round']}" if "round" in rec else "-",
-        rec["name"] + (f"/{rec['ph']}" if "ph" in rec else ""),
+        rec["name"] + (f"/{rec['ph']}" if "ph" in rec else "") + (f"@{rec['thread']}" if "thread" in rec else ""),
     ]
     if "rid" in rec:
         head.append(rec["rid"])

@@ -154,21 +154,28 @@ class TraceTail:
     since the last poll (a half-written last line waits for the next one) and merges them into `trace`.
     An existing folder without events yet is fine: a server writes its first lines as it starts."""
 
-    def __init__(self, folder: str | Path):
+    def __init__(self, folder: str | Path, dp_rank: int = 0):
         self.folder = _check_folder(folder)
+        self.dp_rank = dp_rank  # a --dp-size trace: read only this scheduler rank's file (tracer/dp_ranks.py)
         self.trace = Trace(self.folder, [], [], [])
         self._files: dict[Path, _FileReader] = {}
 
     def poll(self) -> int | None:
         """Read what was appended. Returns the index of the first event that changed (see Trace.extend),
         or None when nothing new was there."""
+        from tracer.dp_ranks import keeps
+        from tracer.schema import DP_SCHEDULER_PREFIX
+
         new: list[Event] = []
         for path in sorted(self.folder.glob("*.jsonl")):
             reader = self._files.setdefault(path, _FileReader(path))
-            new += reader.read(final=False)[0]
+            events = reader.read(final=False)[0]
+            if reader.info is None or keeps(reader.info.proc, f"{DP_SCHEDULER_PREFIX}{self.dp_rank}"):
+                new += events
         if not new:
             return None
-        processes = [r.info for r in self._files.values() if r.info is not None]
+        processes = [r.info for r in self._files.values()
+                     if r.info is not None and keeps(r.info.proc, f"{DP_SCHEDULER_PREFIX}{self.dp_rank}")]
         return self.trace.extend(new, sorted(processes, key=lambda p: p.file))
 
 
@@ -274,7 +281,8 @@ def _to_event(record: Any, path: Path, lineno: int) -> Event:
             pid=int(record["pid"]), name=str(record["name"]), ph=str(record.get("ph", "i")),
             rid=record.get("rid", attrs.get("rid") if isinstance(attrs.get("rid"), str) else None),
             rids=record.get("rids", attrs.get("rids") if isinstance(attrs.get("rids"), list) else None),
-            round=record.get("round"), flow_id=flow.get("id"), flow_dir=flow.get("dir"), attrs=attrs,
+            round=record.get("round"), thread=record.get("thread"), flow_id=flow.get("id"),
+            flow_dir=flow.get("dir"), attrs=attrs,
             file=path.name, line=lineno,
         )
     except (TypeError, ValueError) as e:

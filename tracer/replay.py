@@ -67,7 +67,8 @@ def restore(checkpoint: Checkpoint, level: int) -> Replayer:
     r.waiting, r.running, r.chunked = list(state.waiting), list(state.running), state.chunked
     r.reqs = {k: s.copy() for k, s in state.reqs.items()}
     r.slot_owner, r.tree = dict(state.slot_owner), state.tree
-    r.batch = state.batch.copy() if state.batch else None
+    r.batch = r._result_batch = state.batch.copy() if state.batch else None
+    r._batches = {r.batch.round: r.batch} if r.batch else {}
     r._rows, r._tokens = {k: dict(v) for k, v in rows.items()}, {k: dict(v) for k, v in tokens.items()}
     r._round_closed = True
     return r

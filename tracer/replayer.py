@@ -48,6 +48,8 @@ class Replayer:
         self._rows: dict[str, dict[int, int | None]] = {}  # rid -> position -> KV slot (its req_to_token row)
         self._tokens: dict[str, dict[int, int]] = {}  # rid -> position -> token id, where the trace says
         self._round_closed = False
+        self._batches: dict[int | None, RoundBatch] = {}  # the last two, by round (overlap: a round ends late)
+        self._result_batch: RoundBatch | None = None  # whose tokens the next sched.output_appended are
         self._copies = ReqCopies()  # state()'s copies of the requests, copy-on-write
         self._handlers: dict[str, Callable[[Event], None]] = {
             S.SCHED_CONFIG: self._config, S.TM_TOKENIZED: self._tokenized,
@@ -69,9 +71,10 @@ class Replayer:
         handler = self._handlers.get(ev.name)
         if handler is None:
             return
-        if self._round_closed and ev.lane in S.SCHED_LANES:  # the first event of a new round
+        main_loop = ev.lane in S.SCHED_LANES and ev.thread is None  # not the forward thread's (overlap loop)
+        if self._round_closed and main_loop:  # the first event of a new round
             self._start_round()
-        if ev.round is not None and ev.lane in S.SCHED_LANES:
+        if ev.round is not None and main_loop:
             self.round = ev.round
         handler(ev)
         self._copies.touch(ev.rid, ev.rids, self.batch)  # what a handler may have changed
@@ -80,11 +83,9 @@ class Replayer:
         """A copy of the state now: later events do not change it."""
         return RoundState(
             round=self.round, event_index=self.event_index, time_ns=self.time_ns, waiting=list(self.waiting),
-            running=list(self.running), chunked=self.chunked,
-            reqs=self._copies.take(self.reqs),
+            running=list(self.running), chunked=self.chunked, reqs=self._copies.take(self.reqs),
             slot_owner=dict(self.slot_owner), tree=self.tree, kv_size=self.kv_size,
-            batch=self.batch.copy() if self.batch else None,
-        )
+            batch=self.batch.copy() if self.batch else None)
 
     def row_of(self, rid: str) -> dict[int, int | None]:
         """The request's req_to_token row as replay knows it now: position -> KV slot (None where a
@@ -95,7 +96,7 @@ class Replayer:
         """What the scheduler does before anything else in a round: last round's prefill requests whose
         prompt is done join the running batch, after the ones already there (finished ones left out)."""
         last = self.batch
-        self._round_closed, self.batch = False, None
+        self._round_closed, self.batch, self._result_batch = False, None, None
         if last is not None and last.mode in ("EXTEND", "MIXED"):
             done = {r for r in (*self.running, *last.rids)  # only these can matter: O(batch), not O(reqs)
                     if r in self.reqs and self.reqs[r].status in (FINISHED, ABORTED)}
@@ -190,7 +191,8 @@ class Replayer:
         rids = list(ev.rids or ev.get("rids") or [])
         decoding = set(ev.get("decoding_rids") or (r for r in rids if r in self.running))
         batch = build_batch(ev, self.chunked, decoding, self._rows, self._tokens, slot_tokens(self.tree))
-        self.batch = batch
+        self.batch = self._result_batch = batch
+        self._batches = {**{k: b for k, b in self._batches.items() if (k or 0) >= (ev.round or 0) - 1}, ev.round: batch}
         mode = batch.mode
         if mode == "DECODE":  # the running batch itself runs (retracted and finished ones already left)
             self.running = list(batch.rids)
@@ -209,21 +211,25 @@ class Replayer:
                 rounds.append(ev.round)
 
     def _forward(self, ev: Event) -> None:
-        if ev.ph != S.PH_END or self.batch is None:
+        batch = self._batches.get(ev.round, self.batch) if ev.thread is not None else self.batch
+        if ev.ph != S.PH_END or batch is None:
             return
         if ev.get("duration_ms") is not None:
-            self.batch.duration_ms = float(ev.get("duration_ms"))
+            batch.duration_ms = float(ev.get("duration_ms"))
         if self.level < 2:  # no per-token events: count one token per sampled row
-            for row in self.batch.rows:
-                if row.sampled and row.rid in self.reqs:
-                    self.reqs[row.rid].output_len += 1
-                    self.reqs[row.rid].token_ns.append(ev.time_ns)
+            for row in batch.rows:
+                req = self.reqs.get(row.rid)  # (overlap: not a finished request's extra row)
+                if row.sampled and req is not None and (ev.thread is None or req.status == RUNNING):
+                    req.output_len += 1
+                    req.token_ns.append(ev.time_ns)
 
     def _sampled(self, ev: Event) -> None:
-        if self.batch is None:
+        late = ev.get("batch_round")  # overlap: the round whose batch sampled these
+        self._result_batch = self._batches.get(late) if late else self.batch
+        if self._result_batch is None:
             return
         tokens = dict(zip(ev.get("rids") or ev.rids or [], ev.get("token_ids") or []))
-        for row in self.batch.rows:
+        for row in self._result_batch.rows:
             if row.sampled and row.rid in tokens:
                 row.token = tokens[row.rid]
 
@@ -233,8 +239,8 @@ class Replayer:
         req.output_ids.append(token)
         req.output_len = int(ev.get("output_len", len(req.output_ids)))
         req.token_ns.append(ev.time_ns)
-        if self.batch is not None:
-            for row in self.batch.rows:
+        if self._result_batch is not None:
+            for row in self._result_batch.rows:
                 if row.sampled and row.rid == req.rid and row.token is None:
                     row.token = token
 
@@ -258,8 +264,7 @@ class Replayer:
                         row[pos] = None
 
     def _cache_inserted(self, ev: Event) -> None:
-        for s in ev.get("slots") or []:
-            self.slot_owner[int(s)] = TREE
+        self.slot_owner.update((int(s), TREE) for s in ev.get("slots") or [])
 
     def _cache_tree(self, ev: Event) -> None:
         self.tree = list(ev.get("nodes") or [])

@@ -14,15 +14,23 @@ LEVEL_REQUESTS, LEVEL_TOKENS, LEVEL_TENSORS = 1, 2, 3
 LEVELS = {LEVEL_REQUESTS: "requests and rounds", LEVEL_TOKENS: "adds per-token events and input ids",
           LEVEL_TENSORS: "adds every row's positions and input ids on model.forward"}
 
-LANES = ("http", "tm", "sched", "kv", "cache", "model", "detok", "ipc", "trace")  # an event name's prefix
+LANES = ("http", "tm", "dp", "sched", "kv", "cache", "model", "detok", "ipc", "trace")  # an event name's prefix
 SCHED_LANES = ("sched", "kv", "cache", "model")  # the lanes of the scheduler process: rounds stamp them
-PROCESSES = ("engine", "tokenizer_manager", "scheduler", "detokenizer")  # offline Engine, then the server's
+PROCESSES = ("engine", "tokenizer_manager", "data_parallel_controller", "scheduler", "detokenizer")  # offline
+# Engine, then the server's; with --dp-size N the schedulers are scheduler_dp0 … scheduler_dp{N-1}
+DP_SCHEDULER_PREFIX = "scheduler_dp"
+
+
+def proc_role(proc: str) -> str:
+    """The part a process plays: a data-parallel rank's scheduler (scheduler_dp1) is a `scheduler`."""
+    return "scheduler" if proc.startswith(DP_SCHEDULER_PREFIX) else proc
 PH_INSTANT, PH_BEGIN, PH_END = "i", "B", "E"
 
 RECORD_FIELDS = {  # every JSONL record's own fields; an event's facts are under "attrs"
     "v": "schema version", "seq": "per-process sequence number", "ts": "the process's monotonic clock, ns",
     "proc": "the process", "pid": "the OS process id", "name": "the event name", "ph": "i, B or E",
     "rid": "the request", "rids": "the requests", "round": "the scheduler round",
+    "thread": "a thread other than the main loop (forward: the overlap scheduler's forward thread)",
     "flow": "{id, dir} pairing an ipc.send with its ipc.recv", "attrs": "the facts of the event",
 }
 
@@ -89,7 +97,9 @@ IPC_RECV = _event("ipc.recv", {"msg": "message type", "src": "sending process"})
 # ---- http and tm: the HTTP server and the TokenizerManager ----------------------------------------
 HTTP_REQUEST_RECEIVED = _event("http.request_received", {
     "endpoint": "the URL path", "stream": "SSE or one response", "type": "the request class",
-    "sampling_params": "as the client sent them"})
+    "sampling_params": "as the client sent them",
+    "request_id": v2("the x-request-id (else x-correlation-id) header: the id SGLang's router logs; "
+                     "only when sent")})
 TM_GENERATE_REQ_INPUT = _event("tm.generate_req_input", {"type": "GenerateReqInput"})
 TM_TOKENIZED = _event("tm.tokenized", {
     "type": "TokenizedGenerateReqInput", "text": "the prompt after the chat template", "input_ids": "its ids",
@@ -105,11 +115,19 @@ TM_SHUTDOWN = _event("tm.shutdown", {
     "signal": "SIGTERM or SIGINT", "grace_s": "how long running requests may still take"}, since=2)
 TM_SHUTDOWN_ABORTED = _event("tm.shutdown_aborted", {"grace_s": "the grace period it outlasted"}, since=2)
 
+# ---- dp: the DataParallelController (--dp-size > 1) ---------------------------------------------
+DP_DISPATCH = _event("dp.dispatch", {
+    "method": "the --load-balance-method",
+    "loads": "each rank's running + waiting requests, as the controller saw them",
+    "dp_rank": "the chosen rank", "routed": "the client chose it (routed_dp_rank or X-Data-Parallel-Rank)"},
+    since=2)
+
 # ---- sched: the Scheduler -------------------------------------------------------------------------
 SCHED_CONFIG = _event("sched.config", {
     "kv_size": "usable KV slots", "max_running_requests": "server arg", "max_prefill_tokens": "server arg",
     "chunked_prefill_size": "server arg (null: no chunking)", "schedule_policy": "fcfs, lpm, ...",
-    "disable_radix_cache": "server arg", "enable_mixed_chunk": "server arg"})
+    "disable_radix_cache": "server arg", "enable_mixed_chunk": "server arg",
+    "overlap_schedule": v2("true when the overlap loop runs (absent otherwise): results processed one round late")})
 SCHED_REQ_CREATED = _event("sched.req_created", {
     "type": "Req", "input_len": "prompt tokens", "sampling_params": "as the scheduler runs them",
     "max_new_tokens_clamped": v2("{from, to}: max_new_tokens cut to fit the context or the KV pool")})
@@ -154,7 +172,9 @@ SCHED_BATCH_FORMED = _event("sched.batch_formed", {
     "input_ids": tokens("each row's input id"), "logit_rows": v2("per rid: the index of its sampled row")})
 SCHED_SAMPLED = _event("sched.sampled", {
     "type": "GenerationBatchResult", "token_ids": "one per rid", "texts": "each token decoded",
-    "logprobs": "each token's log-probability"}, level=LEVEL_TOKENS)
+    "logprobs": "each token's log-probability",
+    "batch_round": v2("overlap loop only: the round whose batch sampled them (processed one round late)")},
+    level=LEVEL_TOKENS)
 SCHED_OUTPUT_APPENDED = _event("sched.output_appended", {
     "token_id": "the kept token", "output_len": "output tokens after", "finished": "the request is done",
     "finish_reason": "why, or null"}, level=LEVEL_TOKENS)

@@ -9,6 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from tracer import schema as S
 from tracer.event import Event
 from tracer.fmt import compact, finish_type, ms, ranges, short_rid
 from tracer.reader import Trace, TraceError
@@ -16,7 +17,15 @@ from tracer.replay import replay, state_at
 from tracer.schema import HTTP_REQUEST_RECEIVED, SCHED_BATCH_FORMED, SCHED_SAMPLED
 from tracer.state import ReqState
 
-PROC_SHORT = {"tokenizer_manager": "tm", "scheduler": "sched", "detokenizer": "detok", "engine": "engine"}
+PROC_SHORT = {"tokenizer_manager": "tm", "scheduler": "sched", "detokenizer": "detok", "engine": "engine",
+              "data_parallel_controller": "dp"}
+
+
+def _short_proc(proc: str) -> str:
+    """tm, sched, detok …; a data-parallel rank's scheduler as sched0, sched1 …"""
+    if proc.startswith(S.DP_SCHEDULER_PREFIX):
+        return "sched" + proc[len(S.DP_SCHEDULER_PREFIX):]
+    return PROC_SHORT.get(proc, proc[:6])
 HIDDEN_ATTRS = {"type", "schema", "texts", "logprobs", "nodes", "sampling_params", "input_ids", "positions"}
 
 
@@ -100,7 +109,7 @@ def timeline_table(trace: Trace, rid: str) -> Table:
     events = trace.by_rid(rid)
     start = events[0].time_ns if events else trace.start_ns  # ms since the request's first event
     for ev in events:
-        t.add_row(f"{(ev.time_ns - start) / 1e6:.3f}", PROC_SHORT.get(ev.proc, ev.proc[:6]), _event_name(ev),
+        t.add_row(f"{(ev.time_ns - start) / 1e6:.3f}", _short_proc(ev.proc), _event_name(ev),
                   facts(ev, rid))
     return t
 

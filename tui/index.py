@@ -137,11 +137,11 @@ class TraceIndex:
 def _handoff(ev: Event) -> Handoff:
     if ev.lane == "ipc":
         msg = str(ev.get("msg") or "")
-        sender, receiver = MSG_ROUTE.get(msg, (PROC_LANE.get(ev.proc, "sched"),) * 2)
+        sender, receiver = MSG_ROUTE.get(msg, (PROC_LANE.get(S.proc_role(ev.proc), "sched"),) * 2)
         if ev.name == S.IPC_SEND:
             return Handoff(ev.index, sender, msg or None, ev.name, sending_to=receiver)
         return Handoff(ev.index, receiver, msg or None, ev.name)
-    lane = PREFIX_LANE.get(ev.lane, PROC_LANE.get(ev.proc, "sched"))
+    lane = PREFIX_LANE.get(ev.lane, PROC_LANE.get(S.proc_role(ev.proc), "sched"))
     return Handoff(ev.index, lane, ev.get("type"), ev.name)
 
 

@@ -16,6 +16,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                  "(a unique prefix will do)")
     p.add_argument("--poll", type=float, default=0.5, metavar="SECONDS",
                    help="with --follow: how often to look for new lines (default 0.5)")
+    p.add_argument("--dp-rank", type=int, default=0, metavar="N",
+                   help="a trace of `minisgl serve --dp-size N`: replay scheduler rank N (scheduler_dpN) beside "
+                        "the HTTP server, TokenizerManager, DataParallelController and detokenizer (default 0); "
+                        "the other ranks' scheduler events are left out. A trace with one scheduler ignores it")
     web = p.add_argument_group("in a browser (textual-serve)")
     web.add_argument("--web", action="store_true",
                      help="serve the app in a browser instead of the terminal: each browser tab runs its own "
@@ -34,21 +38,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, prog: str = "minisgl replay", command: list[str] | None = None) -> int:
     """Open the app on args.dir; with args.web, serve it in a browser, each tab running `command` (the
     words that start this app, before the folder and options: `python -m tui` when not given)."""
+    from tracer.dp_ranks import pick_rank
     from tracer.reader import TraceError, TraceTail, load_trace
     from tracer.show import find_rid
 
     if args.poll <= 0:
         print(f"{prog}: error: --poll must be a positive number of seconds, not {args.poll}", file=sys.stderr)
         return 2
+    dp_rank = getattr(args, "dp_rank", 0)
     try:
         if args.follow:
-            tail = TraceTail(args.dir)
+            tail = TraceTail(args.dir, dp_rank=dp_rank)
             tail.poll()
             trace = tail.trace
         else:
-            tail, trace = None, load_trace(args.dir)
+            tail, trace = None, pick_rank(load_trace(args.dir), dp_rank)
         rid = find_rid(trace, args.rid) if args.rid else None
-    except TraceError as e:
+    except (TraceError, ValueError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     if getattr(args, "web", False):
@@ -68,6 +74,8 @@ def _app_argv(args: argparse.Namespace, command: list[str]) -> list[str]:
     argv = [*command, os.path.abspath(args.dir), "--poll", repr(args.poll)]
     if args.follow:
         argv.append("--follow")
+    if getattr(args, "dp_rank", 0):
+        argv.append(f"--dp-rank={args.dp_rank}")
     if args.rid:
         argv.append(f"--rid={args.rid}")  # one word, even if the rid starts with a dash
     return argv

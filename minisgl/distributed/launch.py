@@ -48,6 +48,12 @@ def validate_parallel_args(args: ServerArgs) -> None:
         host, _, port = args.dist_init_addr.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"--dist-init-addr must be host:port, not {args.dist_init_addr!r}")
+    if args.tp_size > 1 and args.dp_size > 1:
+        raise ValueError("--tp-size > 1 with --dp-size > 1 is not supported: give one of them")
+    if args.tp_size > 1 and args.enable_overlap_schedule:
+        raise ValueError("--tp-size > 1 runs the normal loop only: the overlap loop's forward thread would "
+                         "share the ranks' process group with the scheduler's broadcasts; drop "
+                         "--enable-overlap-schedule")
     if args.tp_size > 1 and args.quantization == "gguf":
         raise ValueError("--quantization gguf keeps whole int4 weights and cannot be split: use --tp-size 1")
 

@@ -54,11 +54,23 @@ class RequestResult:
     output_tokens: int = 0  # from usage when the server sends it, else the number of text chunks
 
 
+async def length_fields(client: httpx.AsyncClient, url: str, model: str, headers: dict[str, str]) -> dict:
+    """ignore_eos (SGLang, vLLM, minisgl) or min_tokens (llama.cpp) make every request run max_tokens long.
+    A server that refuses min_tokens by name (minisgl does: it has no such sampling option) gets only
+    ignore_eos; one 1-token request asks."""
+    fields = {"ignore_eos": True, "min_tokens": 1}
+    body = {"model": model, "prompt": "Hi", "max_tokens": 1, "temperature": 0, **fields}
+    resp = await client.post(f"{url}/v1/completions", json=body, headers=headers)
+    if resp.status_code == 400 and "min_tokens" in resp.text:
+        del fields["min_tokens"]
+    return fields
+
+
 async def send_one(client: httpx.AsyncClient, url: str, model: str, prompt: str, max_tokens: int,
-                   headers: dict[str, str]) -> RequestResult:
-    # ignore_eos (SGLang, vLLM, minisgl) or min_tokens (llama.cpp): every request runs max_tokens long
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "min_tokens": max_tokens, "temperature": 0,
-            "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
+                   headers: dict[str, str], fields: dict) -> RequestResult:
+    length = {k: (max_tokens if k == "min_tokens" else v) for k, v in fields.items()}
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}, **length}
     result = RequestResult(ok=False, start=time.perf_counter())
     usage_tokens = None
     try:
@@ -92,10 +104,11 @@ async def run_benchmark(url: str, model: str, prompts: list[str], concurrency: i
     gate = asyncio.Semaphore(concurrency)
     timeout = httpx.Timeout(connect=10, read=600, write=60, pool=None)
     async with httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=concurrency + 4)) as client:
+        fields = await length_fields(client, url, model, headers)
 
         async def one(prompt: str) -> RequestResult:
             async with gate:
-                result = await send_one(client, url, model, prompt, max_tokens, headers)
+                result = await send_one(client, url, model, prompt, max_tokens, headers, fields)
             on_done(result)
             return result
 

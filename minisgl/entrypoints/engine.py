@@ -42,6 +42,9 @@ class Engine:
         apply_from_env()  # a lab's component (MINISGL_LAB=COMPONENT=FILE), before anything is built
         self.server_args = ServerArgs(model=model, **kwargs)
         self.server_args.validate()
+        if self.server_args.dp_size != 1:
+            raise ValueError("--dp-size > 1 runs one scheduler process per rank: it needs `minisgl serve`, the "
+                             "offline Engine runs one scheduler in its own process")
         if self.server_args.tp_size > 1:
             raise ValueError("the offline Engine runs in one process: --tp-size > 1 needs `minisgl serve`, "
                              "which starts one scheduler process per rank")
@@ -87,6 +90,8 @@ class Engine:
         states = [self.submit(obj, tok) for obj, tok in zip(objs, tokenized)]
         while not all(state.finished for state in states):
             self.step()
+        while self.scheduler.result_queue:  # overlap loop: rows that ran past a finish give their KV slot back
+            self.step()
         results = [self.result(state) for state in states]
         return results[0] if single else results
 
@@ -107,6 +112,8 @@ class Engine:
 
     def shutdown(self) -> None:
         self.tokenizer_manager.rid_to_state.clear()
+        if self.scheduler.tp_worker_client is not None:  # the overlap loop's forward thread
+            self.scheduler.tp_worker_client.close()
         if self.trace_path is not None:
             tracer.close()
             self.trace_path = None
@@ -129,7 +136,10 @@ class Engine:
 
     def step(self) -> None:
         """One scheduler round, then the detokenizer and the TokenizerManagerCore on what it sent out."""
-        self.scheduler.run_one_round()
+        if self.scheduler.enable_overlap:  # forms round N+1 and processes round N-1 while round N runs
+            self.scheduler.run_one_round_overlap()
+        else:
+            self.scheduler.run_one_round()
         for token_out in self._to_detokenizer.recv_all():
             # in one process the text comes straight back: a send and its receive
             self._to_tokenizer.send(self.detokenizer.handle_batch_token_id_out(token_out))

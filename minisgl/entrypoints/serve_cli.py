@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "serve",
         help="run the OpenAI-compatible HTTP server",
         description="Serve the model over HTTP: /v1/chat/completions, /v1/completions, /generate, /v1/models, "
-                    "/health, /flush_cache and /abort_request. Ctrl-C stops every process.",
+                    "/health, /flush_cache and /abort_request, and what SGLang's router asks of a worker "
+                    "(/server_info, /model_info, /get_load, /health_generate). Ctrl-C stops every process.",
     )
     from minisgl.server.http_server_args import HttpServerArgs
 

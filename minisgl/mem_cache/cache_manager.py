@@ -134,6 +134,10 @@ class CacheManager:
         self.tree_cache.inc_lock_ref(match.last_node)
         req.prefix_indices, req.last_node = match.device_indices, match.last_node
 
+    def free_slots(self, slots: torch.Tensor, reason: str) -> None:
+        """Give back slots no request row or tree keeps (the overlap loop's rows that ran past a finish)."""
+        self._free(slots, reason)
+
     # ---- helpers ---------------------------------------------------------------------------------
     def _free(self, slots: torch.Tensor, reason: str) -> None:
         if slots.numel() == 0:

@@ -28,6 +28,7 @@ NAMES = (
     "abort",
     "client_disconnect",
     "context_limit",
+    "overlap_schedule",
 )
 
 

@@ -64,8 +64,8 @@ def drive(engine: Any, steps: tuple, on_round: Callable[[Any], None] | None = No
                 states[step.rid] = engine.submit(_request(step))
             elif isinstance(step, Abort):
                 engine.abort(step.rid)
-        if not pending and all(state.finished for state in states.values()):
-            break
+        if not pending and all(state.finished for state in states.values()) and not sched.result_queue:
+            break  # (the overlap loop: its last launched round is processed too, so its KV slots come back)
         before = sched.forward_ct
         engine.step()  # one scheduler round, then the detokenizer
         if on_round is not None and sched.forward_ct > before:

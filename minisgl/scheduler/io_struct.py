@@ -3,6 +3,7 @@
 tokenizer manager -> scheduler:   TokenizedGenerateReqInput, AbortReq, FlushCacheReq, GetLoadReq
 scheduler -> detokenizer:         BatchTokenIDOutput, and the replies FlushCacheReqOutput, GetLoadReqOutput
 detokenizer -> tokenizer manager: BatchStrOutput, and the replies passed on unchanged
+scheduler ranks -> DataParallelController (--dp-size > 1): GetLoadReqOutput, whenever a rank's load changed
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class TokenizedGenerateReqInput:
     stream: bool = False
     return_logprob: bool = False  # send each output token's log-probability back
     top_logprobs_num: int = 0  # and this many most likely tokens at each position
+    routed_dp_rank: int | None = None  # with --dp-size > 1: the rank the client chose (None: the controller picks)
 
 
 @dataclass
@@ -37,6 +39,7 @@ class FlushCacheReqOutput:
     """The scheduler flushes only when idle; the caller learns whether it did."""
 
     success: bool
+    dp_rank: int = 0  # which scheduler answered (with --dp-size > 1 every rank does)
 
 
 @dataclass
@@ -51,6 +54,7 @@ class GetLoadReqOutput:
     free_slots: int  # KV slots nobody holds
     cached_slots: int  # KV slots held by the radix tree
     total_slots: int
+    dp_rank: int = 0  # which scheduler answered (with --dp-size > 1 every rank does)
 
 
 @dataclass

@@ -22,9 +22,10 @@ class SchedulerOutputProcessorMixin:
 
     def process_batch_result_prefill(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
         for i, req in enumerate(batch.reqs):
-            if req is self.chunked_req:
+            if req is batch.chunked_req:
                 # an intermediate chunk: its last row is not the prompt's end, so no token is taken
-                self.cache_manager.cache_unfinished_req(req)
+                if not self.enable_overlap:  # the overlap loop cached it when it formed the next round
+                    self.cache_manager.cache_unfinished_req(req)
                 continue
             self._append_token(req, result, i)
             if req.finished():

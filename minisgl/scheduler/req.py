@@ -46,6 +46,8 @@ class Req:
         self.is_chunked = 0  # > 0 while the prompt is being prefilled in chunks
         self.cached_tokens = 0  # prompt tokens served from the radix cache (reported in usage)
         self.send_token_offset = 0  # output tokens already sent to the detokenizer
+        # overlap loop: placeholders (-k, FutureMap index k) of tokens launched rounds are sampling, oldest first
+        self.future_token_ids: list[int] = []
 
     # ---- admission --------------------------------------------------------------------------------
     def init_next_round_input(self, tree_cache=None) -> None:
@@ -68,7 +70,12 @@ class Req:
 
     @property
     def seqlen(self) -> int:
-        return len(self.origin_input_ids) + len(self.output_ids)
+        """Tokens so far, counting those a launched round is still sampling (overlap loop)."""
+        return len(self.origin_input_ids) + len(self.output_ids) + len(self.future_token_ids)
+
+    def last_token_id(self) -> int:
+        """The token the next decode row feeds: the newest output, or the placeholder of one not sampled yet."""
+        return (self.future_token_ids or self.output_ids)[-1]
 
     # ---- finish -----------------------------------------------------------------------------------
     def finished(self) -> bool:

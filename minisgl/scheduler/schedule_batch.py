@@ -29,6 +29,8 @@ class ScheduleBatch:
     extend_lens: list[int] = field(default_factory=list)
     out_cache_loc: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.int64))
     decoding_reqs: list[Req] = field(default_factory=list)  # MIXED: the running requests' decode rows
+    chunked_req: Req | None = None  # EXTEND/MIXED: the request whose chunk this round is not its prompt's end
+    sampling_steps: list[int] | None = None  # overlap: each request's output length at launch (seeds sampling)
 
     @classmethod
     def init_new(cls, reqs: list[Req], req_to_token_pool, token_to_kv_pool, cache_manager) -> ScheduleBatch:
@@ -90,7 +92,7 @@ class ScheduleBatch:
     def prepare_for_decode(self) -> None:
         """Each request feeds its newest token: one row, one new KV slot, at position seq_len - 1."""
         self.forward_mode = ForwardMode.DECODE
-        self.input_ids = [r.output_ids[-1] for r in self.reqs]
+        self.input_ids = [r.last_token_id() for r in self.reqs]
         self.seq_lens = [r.seqlen for r in self.reqs]
         self.req_pool_indices = [r.req_pool_idx for r in self.reqs]
         self.prefix_lens, self.extend_lens = [], []
@@ -110,11 +112,36 @@ class ScheduleBatch:
                 raise KVCacheExhausted("KV cache too small for a single request's next token")
             victim = order.pop(0)
             self.reqs.remove(victim)
+            self.free_in_flight_rows(victim)
             # a radix tree keeps its computed KV (evictable), so a resume may reuse it; without one it is freed
             self.cache_manager.cache_finished_req(victim, free_reason="retracted")
             victim.reset_for_retract()
             retracted.append(victim)
         return retracted
+
+    def free_in_flight_rows(self, req: Req) -> None:
+        """Overlap loop: rows of a launched round whose token is still being sampled lie past the KV that
+        cache_finished_req takes; free their slots and forget those tokens (a resumed request recomputes them)."""
+        if not req.future_token_ids:
+            return
+        start = len(req.origin_input_ids) + len(req.output_ids) - 1
+        row = self.req_to_token_pool.req_to_token[req.req_pool_idx]
+        self.cache_manager.free_slots(row[start : start + len(req.future_token_ids)].clone(), "retracted")
+        req.future_token_ids.clear()
+
+    def copy(self) -> ScheduleBatch:
+        """What a launched round needs (overlap loop): the scheduler goes on changing this batch meanwhile."""
+        return ScheduleBatch(
+            list(self.reqs), self.req_to_token_pool, self.token_to_kv_pool, self.cache_manager, self.forward_mode,
+            list(self.input_ids), list(self.req_pool_indices), list(self.seq_lens), list(self.prefix_lens),
+            list(self.extend_lens), self.out_cache_loc, list(self.decoding_reqs), self.chunked_req,
+            [len(r.output_ids) + len(r.future_token_ids) for r in self.reqs])
+
+    def last_row_slot(self, i: int) -> torch.Tensor:
+        """The KV slot of the i-th request's last row (its sampled row) this round."""
+        rows = self.extend_lens if self.forward_mode.is_extend() else [1] * len(self.reqs)
+        end = sum(rows[: i + 1])
+        return self.out_cache_loc[end - 1 : end]
 
     # ---- membership -------------------------------------------------------------------------------
     def filter_batch(self, chunked_req_to_exclude: Req | None = None) -> list[Req]:

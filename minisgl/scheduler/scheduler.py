@@ -2,6 +2,8 @@
 
     recv_requests -> process_input_requests -> get_next_batch_to_run -> run_batch -> process_batch_result
 
+(event_loop_overlap, in scheduler_overlap.py, runs a round's forward on a thread of its own meanwhile.)
+
 State kept across rounds:
     waiting_queue  requests not yet admitted (new, or retracted to make room)
     running_batch  requests past prefill that decode one token per round
@@ -35,6 +37,7 @@ from minisgl.scheduler.output_processor import SchedulerOutputProcessorMixin
 from minisgl.scheduler.req import Req
 from minisgl.scheduler.schedule_batch import ScheduleBatch
 from minisgl.scheduler.schedule_policy import AddReqResult, PrefillAdder, SchedulePolicy
+from minisgl.scheduler.scheduler_overlap import SchedulerOverlapMixin
 from minisgl.scheduler.tp_worker import GenerationBatchResult, TpModelWorker
 from minisgl.scheduler.trace_collector import SchedulerTraceCollector
 from minisgl.server_args import ServerArgs
@@ -46,10 +49,11 @@ logger = logging.getLogger(__name__)
 INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY = 0.7, 0.1, 0.001
 
 
-class Scheduler(SchedulerOutputProcessorMixin):
+class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
     def __init__(self, server_args: ServerArgs, model_runner: ModelRunner, tokenizer, recv_from_tokenizer,
-                 send_to_detokenizer):
+                 send_to_detokenizer, dp_rank: int = 0):
         self.server_args = server_args
+        self.dp_rank = dp_rank  # which data-parallel rank this scheduler is (0 without --dp-size)
         self.tokenizer = tokenizer
         self.recv_from_tokenizer = recv_from_tokenizer  # .recv_all(block: bool) -> list of messages
         self.send_to_detokenizer = send_to_detokenizer  # .send(message)
@@ -74,6 +78,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.forward_ct = 0  # rounds that ran a batch
         self.num_retracted = 0
+        self.init_overlap()  # result_queue, and the forward thread when --enable-overlap-schedule
 
     # ---- the loop ---------------------------------------------------------------------------------
     def event_loop_normal(self) -> None:
@@ -100,7 +105,8 @@ class Scheduler(SchedulerOutputProcessorMixin):
         # last round's prefill requests join running_batch only at the start of the next round
         pending = self.last_batch is not None and self.last_batch.forward_mode.is_extend() and any(
             not r.finished() for r in self.last_batch.reqs)
-        return not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None and not pending
+        return (not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None and not pending
+                and not self.result_queue)
 
     def recv_requests(self, block: bool = False) -> list:
         return self.recv_from_tokenizer.recv_all(block)
@@ -112,7 +118,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             elif isinstance(recv_req, AbortReq):
                 self.abort_request(recv_req)
             elif isinstance(recv_req, FlushCacheReq):
-                self.send_to_detokenizer.send(FlushCacheReqOutput(self.flush_cache()))
+                self.send_to_detokenizer.send(FlushCacheReqOutput(self.flush_cache(), self.dp_rank))
             elif isinstance(recv_req, GetLoadReq):
                 self.send_to_detokenizer.send(self.get_load())
             else:
@@ -175,6 +181,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             free_slots=self.token_to_kv_pool.available_size(),
             cached_slots=self.tree_cache.total_size(),
             total_slots=self.token_to_kv_pool.size,
+            dp_rank=self.dp_rank,
         )
 
     def flush_cache(self) -> bool:
@@ -235,6 +242,7 @@ class Scheduler(SchedulerOutputProcessorMixin):
             req.is_chunked = req.is_chunked + 1 if req is self.chunked_req else 0
         new_batch = ScheduleBatch.init_new(adder.can_run_list, self.req_to_token_pool, self.token_to_kv_pool,
                                            self.cache_manager)
+        new_batch.chunked_req = self.chunked_req
         new_batch.prepare_for_extend()
 
         if mixed:

@@ -47,6 +47,7 @@ class TpModelWorker:
             top_nums = [r.top_logprobs_num for r in batch.reqs]
             if any(top_nums):  # only for requests that ask, from the same raw logits the sampler reads
                 result.top_logprobs_val, result.top_logprobs_idx = get_top_logprobs(logits, top_nums)
-            next_ids, logprobs = self.sampler(logits, params, [len(r.output_ids) for r in batch.reqs])
+            steps = batch.sampling_steps or [len(r.output_ids) for r in batch.reqs]
+            next_ids, logprobs = self.sampler(logits, params, steps)
         result.next_token_ids, result.logprobs = next_ids.tolist(), logprobs.tolist()
         return result

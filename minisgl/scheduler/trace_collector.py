@@ -37,7 +37,8 @@ def hook(fn):
     def guarded(self: SchedulerTraceCollector, *args, **kwargs) -> None:
         if not tracer.enabled:
             return
-        self._report_cache_ops()
+        if tracer.thread is None:  # the forward thread (overlap loop) leaves the KV journal to the scheduler's
+            self._report_cache_ops()
         fn(self, *args, **kwargs)
 
     return guarded
@@ -47,6 +48,7 @@ class SchedulerTraceCollector:
     def __init__(self, sched: Scheduler):
         self.sched = sched
         self._traced_tree: list[dict] | None = None  # the tree as last emitted: cache.tree only on a change
+        self._result_round: int | None = None  # overlap loop: the round whose result is being processed
         if not tracer.enabled:
             return
         sched.cache_manager.journal = []
@@ -54,7 +56,8 @@ class SchedulerTraceCollector:
         tracer.event("sched.config", kv_size=sched.token_to_kv_pool.size,
                      max_running_requests=a.max_running_requests, max_prefill_tokens=a.max_prefill_tokens,
                      chunked_prefill_size=a.chunked_prefill_size, schedule_policy=sched.policy.policy,
-                     disable_radix_cache=a.disable_radix_cache, enable_mixed_chunk=a.enable_mixed_chunk)
+                     disable_radix_cache=a.disable_radix_cache, enable_mixed_chunk=a.enable_mixed_chunk,
+                     **({"overlap_schedule": True} if a.overlap_schedule() else {}))
 
     def _report_cache_ops(self) -> None:
         journal = self.sched.cache_manager.journal
@@ -199,13 +202,19 @@ class SchedulerTraceCollector:
                    all_reduce=comm.all_reduce, all_gather=comm.all_gather, comm_ms=comm.comm_ms)
 
     # ---- its results ----------------------------------------------------------------------------
+    def result_of_round(self, round_: int) -> None:
+        """Overlap loop: the result about to be processed is that round's (sched.sampled says so)."""
+        self._result_round = round_
+
     @hook
     def sampled(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
         if tracer.level < LEVEL_TOKENS:
             return
         texts = [self.sched.tokenizer.decode([t]) for t in result.next_token_ids]
+        late = {"batch_round": self._result_round} if self._result_round is not None else {}
         tracer.event("sched.sampled", rids=[r.rid for r in batch.reqs], type="GenerationBatchResult",
-                     token_ids=result.next_token_ids, texts=texts, logprobs=[round(x, 5) for x in result.logprobs])
+                     token_ids=result.next_token_ids, texts=texts, logprobs=[round(x, 5) for x in result.logprobs],
+                     **late)
 
     @hook
     def output_appended(self, req: Req) -> None:

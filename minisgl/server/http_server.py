@@ -2,7 +2,7 @@
 is in server_lifecycle.py).
 
     main process         FastAPI + uvicorn, OpenAIServingChat / OpenAIServingCompletion, TokenizerManager
-    scheduler process    ModelRunner + Scheduler.event_loop_normal          (minisgl/server/scheduler_process.py)
+    scheduler process    ModelRunner + Scheduler.event_loop_normal      (minisgl/server/scheduler_process.py)
     detokenizer process  DetokenizerManager loop        (minisgl/detokenizer/detokenizer_process.py)
 """
 
@@ -22,6 +22,7 @@ from minisgl.server.errors import RequestError, model_not_found, server_shutting
 from minisgl.server.http_guards import install_guards, require_json, require_json_if_body
 from minisgl.server.http_server_args import DEFAULT_MAX_REQUEST_BODY_BYTES
 from minisgl.server.protocol import AbortReqInput, FlushCacheReqInput, ModelCard, ModelList
+from minisgl.server.router_endpoints import WorkerInfo, add_router_routes
 from minisgl.server.serving_base import read_request
 from minisgl.server.serving_chat import OpenAIServingChat
 from minisgl.server.serving_completions import OpenAIServingCompletion
@@ -35,7 +36,7 @@ logger = logging.getLogger(__name__)
 # ---- the app --------------------------------------------------------------------------------------
 def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_key: str | None,
                pids: dict[str, int | None], max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES,
-               allowed_origins: list[str] | None = None) -> FastAPI:
+               allowed_origins: list[str] | None = None, worker_info: WorkerInfo | None = None) -> FastAPI:
     app = FastAPI(title="minisgl", version=__version__)
     install_guards(app, max_request_body_bytes, allowed_origins)  # body limit, 500s, CORS (http_guards.py)
     app.state.tokenizer_manager = tokenizer_manager
@@ -119,4 +120,6 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
         rid = (await read_request(raw_request, AbortReqInput, tokenizer_manager)).rid
         return JSONResponse({"rid": rid, "found": tokenizer_manager.abort_request(rid)})
 
+    if worker_info is not None:  # /server_info, /model_info, /get_load, /health_generate: router_endpoints.py
+        add_router_routes(app, tokenizer_manager, worker_info, auth)
     return app

@@ -15,7 +15,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from minisgl.sampling.sampling_params import MAX_SEED, MAX_STOP_STRS
-from minisgl.server.protocol_fields import RequestModel, RouterFields, SGLangUnsupportedFields, refusing
+from minisgl.server.protocol_fields import (
+    GenerateRouterFields,
+    RequestModel,
+    RouterFields,
+    SGLangUnsupportedFields,
+    refusing,
+)
 
 FinishReason = Literal["stop", "length", "abort"]
 StopStr = Annotated[str, Field(min_length=1)]
@@ -110,7 +116,7 @@ def to_sampling_params_dict(request: SamplingRequest) -> dict[str, Any]:
     return {"max_new_tokens": max_new_tokens, **{key: value for key, value in params.items() if value is not None}}
 
 
-class GenerateReqInput(SGLangUnsupportedFields, RouterFields):
+class GenerateReqInput(SGLangUnsupportedFields, RouterFields, GenerateRouterFields):
     """SGLang's normalized request: what every endpoint turns its body into before the engine sees it, and
     the body of SGLang's native /generate.
 

@@ -30,7 +30,14 @@ HARMLESS: dict[str, tuple[Any, ...]] = {
     "return_routed_experts": (False,),
     "no_stop_trim": (False,),
     "stream_reasoning": (True,),
-    "separate_reasoning": (False,),
+    # SGLang's router sends `separate_reasoning: true` (SGLang's default) on every chat request; without a
+    # reasoning parser (minisgl has none, SGLang has none unless --reasoning-parser) it changes nothing
+    "separate_reasoning": (False, True),
+    "continue_final_message": (False,),
+    "background": (False,),
+    "no_logs": (False,),
+    "return_bytes": (False,),
+    "return_entropy": (False,),
 }
 
 def refuse_unsupported(cls: type, value: Any, info: ValidationInfo) -> Any:
@@ -46,23 +53,32 @@ def refusing(*names: str) -> Any:
 
 
 class RouterFields(RequestModel):
-    """What SGLang's router (sgl-model-gateway) adds to a request on its way to a worker. minisgl runs one
-    data-parallel rank and no prefill/decode disaggregation, so they are accepted and have no effect."""
+    """What SGLang's router (sgl-model-gateway) adds to a request on its way to a worker. The data-parallel
+    rank is honoured (with --dp-size N, ranks 0 … N-1; serving_base.py checks the range and lets the
+    X-Data-Parallel-Rank header win over the body); minisgl runs no prefill/decode disaggregation, so the
+    bootstrap fields are accepted and have no effect."""
 
     bootstrap_host: str | None = None  # PD disaggregation: where the decode worker fetches the prefill's KV
     bootstrap_port: int | None = Field(default=None, ge=0, le=65535)
     bootstrap_room: int | None = Field(default=None, ge=0)  # the id pairing one prefill with one decode
-    data_parallel_rank: int | None = None  # the router's --dp-aware mode picks the rank
+    data_parallel_rank: int | None = None  # the router's --dp-aware mode picks the rank (the older name)
     routed_dp_rank: int | None = None  # the newer name the gateway sends
     disagg_prefill_dp_rank: int | None = Field(default=None, ge=0)  # the prefill worker's rank, for the decode side
 
-    @field_validator("data_parallel_rank", "routed_dp_rank")
-    @classmethod
-    def _one_rank(cls, value: int | None) -> int | None:
-        if value not in (None, 0):
-            raise ValueError(f"this server runs one data-parallel rank (0), so rank {value} does not exist")
-        return value
 
+class GenerateRouterFields(RequestModel):
+    """What SGLang's router adds to a native /generate body (it re-serializes the body with its own defaults).
+    `model` is checked against the served model as on the OpenAI endpoints; `log_metrics` has no effect (the
+    metrics count every request); the others are accepted only with the value that asks for nothing."""
+
+    model: str | None = None
+    log_metrics: bool = True
+    background: Any = None
+    no_logs: Any = None
+    return_bytes: Any = None
+    return_entropy: Any = None
+
+    check_generate_router = refusing("background", "no_logs", "return_bytes", "return_entropy")
 
 
 class SGLangUnsupportedFields(RequestModel):

@@ -18,11 +18,14 @@ logger = logging.getLogger(__name__)
 
 
 def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
-                          pipe_writer: Connection, tp_rank: int = 0) -> None:
+                          pipe_writer: Connection, dp_rank: int | None = None, tp_rank: int = 0) -> None:
+    """dp_rank None: the one scheduler (process `scheduler`); else one data-parallel rank (`scheduler_dp0`, …),
+    which receives from the DataParallelController and reports its load back to it. tp_rank: with --tp-size
+    N > 1, this process's tensor-parallel rank (rank 0 is `scheduler`, the others `scheduler_tp1`, …)."""
     from minisgl.distributed.launch import scheduler_process_name
 
-    setup_child_process(scheduler_process_name(tp_rank), http_args.log_level, http_args.trace_dir, http_args.trace_level,
-                        port_args.ipc_dir)
+    name = scheduler_process_name(tp_rank) if dp_rank is None else f"scheduler_dp{dp_rank}"
+    setup_child_process(name, http_args.log_level, http_args.trace_dir, http_args.trace_level, port_args.ipc_dir)
     from minisgl.configs.model_config import UnsupportedModel
     from minisgl.model_loader.bundled import ModelNotFound
 
@@ -30,7 +33,7 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
         from minisgl.labs.swap import apply_from_env
 
         apply_from_env(quiet=True)  # a lab's component (MINISGL_LAB), installed before anything is built
-        scheduler = _build_scheduler(server_args, port_args, tp_rank)
+        scheduler = _build_scheduler(server_args, port_args, dp_rank, tp_rank)
     except Exception as e:
         logger.exception("the scheduler could not start")
         pipe_writer.send({"status": "error", "message": one_line(e),
@@ -42,14 +45,34 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
                       "max_total_num_tokens": runner.max_total_num_tokens, "context_len": runner.context_len,
                       "vocab_size": runner.model_config.vocab_size})
     try:
-        scheduler.event_loop_normal()
+        if dp_rank is not None:
+            _event_loop_reporting_load(scheduler, port_args)
+        elif server_args.overlap_schedule():
+            scheduler.event_loop_overlap()
+        else:
+            scheduler.event_loop_normal()
     except Exception as e:
         logger.exception("the scheduler crashed")
         pipe_writer.send({"status": "died", "message": one_line(e)})
         sys.exit(1)
 
 
-def _build_scheduler(server_args: ServerArgs, port_args: PortArgs, tp_rank: int = 0):
+def _event_loop_reporting_load(scheduler, port_args: PortArgs) -> None:
+    """event_loop_normal (or _overlap), and after each round the rank's load to the DataParallelController when it changed
+    (SGLang's schedulers send WatchLoadUpdateReq for the same purpose): shortest_queue dispatches by it."""
+    sender = PushSender(zmq.Context.instance(), port_args.dp_controller_load_ipc_name,
+                        dst="data_parallel_controller")
+    last = None
+    run_one_round = scheduler.run_one_round_overlap if scheduler.enable_overlap else scheduler.run_one_round
+    while True:
+        run_one_round(block=True)
+        load = scheduler.get_load()
+        if (load.num_running_reqs, load.num_waiting_reqs) != last:
+            last = (load.num_running_reqs, load.num_waiting_reqs)
+            sender.send(load)
+
+
+def _build_scheduler(server_args: ServerArgs, port_args: PortArgs, dp_rank: int | None, tp_rank: int = 0):
     from minisgl.model_executor.model_runner import ModelRunner
     from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
     from minisgl.scheduler.scheduler import Scheduler
@@ -59,13 +82,17 @@ def _build_scheduler(server_args: ServerArgs, port_args: PortArgs, tp_rank: int 
     tokenizer = load_tokenizer(source)
     runner = ModelRunner(config, source, server_args, tp_rank=tp_rank)
     context = zmq.Context()
-    recv_from_tokenizer = send_to_detokenizer = None
-    if tp_rank == 0:  # with --tp-size N the other ranks get rank 0's inputs (distributed/scheduler_io.py)
+    if dp_rank is not None:
+        recv_from_tokenizer = PullReceiver(context, port_args.for_dp_rank(dp_rank).scheduler_input_ipc_name,
+                                           src="data_parallel_controller")
+    elif tp_rank == 0:
         recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name, src="tokenizer_manager")
-        send_to_detokenizer = PushSender(context, port_args.detokenizer_ipc_name, dst="detokenizer")
+    else:  # with --tp-size N the other ranks get rank 0's inputs (distributed/scheduler_io.py)
+        recv_from_tokenizer = None
+    send_to_detokenizer = PushSender(context, port_args.detokenizer_ipc_name, dst="detokenizer") if tp_rank == 0 else None
     if server_args.tp_size > 1:
         from minisgl.distributed.scheduler_io import NoSender, TpBroadcastReceiver
 
         recv_from_tokenizer = TpBroadcastReceiver(recv_from_tokenizer)
         send_to_detokenizer = send_to_detokenizer or NoSender()
-    return Scheduler(server_args, runner, tokenizer, recv_from_tokenizer, send_to_detokenizer)
+    return Scheduler(server_args, runner, tokenizer, recv_from_tokenizer, send_to_detokenizer, dp_rank or 0)

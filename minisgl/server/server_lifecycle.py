@@ -16,6 +16,7 @@ from minisgl.server.graceful_shutdown import ShutdownServer, graceful_shutdown
 from minisgl.server.http_server import create_app
 from minisgl.server.http_server_args import HttpServerArgs
 from minisgl.server.port_args import PortArgs
+from minisgl.server.router_endpoints import WorkerInfo, build_worker_info
 from minisgl.server.subprocesses import EngineProcesses, StartupError
 from minisgl.server.tokenizer_manager import EngineLimits, TokenizerManager
 from minisgl.server_args import ServerArgs
@@ -58,8 +59,8 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
     from minisgl.distributed.launch import check_heads, with_dist_init_addr
 
     source = resolve_model(server_args.model)  # a missing model fails here, before any child starts
-    config = load_model_config(source)
-    check_heads(server_args, config.num_attention_heads, config.num_key_value_heads)
+    model_config = load_model_config(source)
+    check_heads(server_args, model_config.num_attention_heads, model_config.num_key_value_heads)
     server_args = with_dist_init_addr(server_args)  # --tp-size N on one node: the ranks meet on a free port
     if server_args.node_rank > 0:  # only this node's scheduler ranks; node 0 serves HTTP
         from minisgl.distributed.worker_node import launch_worker_node
@@ -77,16 +78,21 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
     stop = _StopFlag()
     port_args = PortArgs.init_new()
     processes: EngineProcesses | None = None
-    print(f"minisgl serve: starting the scheduler and detokenizer processes (sockets in {port_args.ipc_dir})",
-          flush=True)
+    what = ("the scheduler and detokenizer processes" if server_args.dp_size == 1 else
+            f"the data parallel controller, {server_args.dp_size} scheduler ranks "
+            f"({server_args.load_balance_method}) and the detokenizer processes")
+    print(f"minisgl serve: starting {what} (sockets in {port_args.ipc_dir})", flush=True)
     try:
         processes = EngineProcesses(server_args, http_args, port_args)
         tokenizer = load_tokenizer(source)  # while the children load the model
         processes.wait_ready(stop.is_set)
-        info = processes["scheduler"].info
+        info = processes.scheduler_info()
         limits = EngineLimits(info["max_req_len"], info["max_total_num_tokens"], info["context_len"],
                               info["vocab_size"])
-        return asyncio.run(_serve(http_args, port_args, processes, tokenizer, limits, served_model_name, stop))
+        worker_info = build_worker_info(server_args, http_args, source, model_config, info, served_model_name,
+                                        server_args.dp_size)
+        return asyncio.run(_serve(server_args, http_args, port_args, processes, tokenizer, limits, served_model_name,
+                                  stop, worker_info))
     except StartupError as e:
         print(f"minisgl serve: error: {e}", file=sys.stderr, flush=True)
         return e.exit_code
@@ -100,8 +106,9 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
         stop.restore()
 
 
-async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: EngineProcesses, tokenizer,
-                 limits: EngineLimits, served_model_name: str, stop: _StopFlag) -> int:
+async def _serve(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs, processes: EngineProcesses,
+                 tokenizer, limits: EngineLimits, served_model_name: str, stop: _StopFlag, worker_info: WorkerInfo
+                 ) -> int:
     if stop.is_set():
         return 0
     metrics = None
@@ -109,9 +116,9 @@ async def _serve(http_args: HttpServerArgs, port_args: PortArgs, processes: Engi
         from minisgl.server.metrics import TokenizerMetricsCollector
 
         metrics = TokenizerMetricsCollector(served_model_name)
-    tokenizer_manager = TokenizerManager(port_args, tokenizer, limits, metrics)
+    tokenizer_manager = TokenizerManager(port_args, tokenizer, limits, metrics, server_args.dp_size)
     app = create_app(tokenizer_manager, served_model_name, http_args.api_key, processes.pids(),
-                     http_args.max_request_body_bytes, http_args.allowed_origins)
+                     http_args.max_request_body_bytes, http_args.allowed_origins, worker_info)
     if metrics is not None:
         from minisgl.server.metrics import add_metrics_route
 

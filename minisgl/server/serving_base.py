@@ -65,9 +65,10 @@ class OpenAIServingBase:
             request = await read_request(raw_request, self.request_cls, self.tokenizer_manager)
             rid = self._new_rid(request)
             tm_trace.request_received(rid, self.endpoint, self.request_cls.__name__, request.stream,
-                                      self._sampling_params(request))
+                                      self._sampling_params(request), router_request_id(raw_request))
             self._validate_request(request)
             obj = self._convert_to_internal_request(request, rid)
+            obj.routed_dp_rank = extract_routed_dp_rank(request, raw_request, self.tokenizer_manager.dp_size)
             if request.stream:
                 return await self._handle_streaming_request(obj, request, raw_request)
             return await self._handle_non_streaming_request(obj, request, raw_request)
@@ -124,6 +125,21 @@ class OpenAIServingBase:
 
 
 # ---- helpers the endpoints share ------------------------------------------------------------------
+# The headers SGLang's router (sgl-model-gateway) takes its request id from and passes on to the worker: a
+# client's x-request-id (or x-correlation-id) is the `request_id` in the router's log and reaches us unchanged.
+REQUEST_ID_HEADERS = ("x-request-id", "x-correlation-id")
+MAX_REQUEST_ID_CHARS = 256
+
+
+def router_request_id(raw_request: Request) -> str | None:
+    """The request id a router (or the client) sent in a header, for the trace; None without one."""
+    for header in REQUEST_ID_HEADERS:
+        value = raw_request.headers.get(header)
+        if value:
+            return value[:MAX_REQUEST_ID_CHARS]
+    return None
+
+
 OFF_LOOP_PARSE_BYTES = 64 * 1024  # bodies from here on are parsed on the tokenizer thread
 
 
@@ -146,6 +162,31 @@ async def read_request(raw_request: Request, request_cls: type[M], tokenizer_man
     if len(body) < OFF_LOOP_PARSE_BYTES:
         return parse_request(request_cls, body)
     return await tokenizer_manager.run_in_tokenizer_thread(parse_request, request_cls, body)
+
+
+DP_RANK_HEADER = "x-data-parallel-rank"  # SGLang's X-Data-Parallel-Rank (HTTP header names ignore case)
+
+
+def extract_routed_dp_rank(request: Any, raw_request: Request, dp_size: int) -> int | None:
+    """The data-parallel rank the client chose: SGLang's X-Data-Parallel-Rank header before the body's
+    routed_dp_rank (or its older name data_parallel_rank); None lets the DataParallelController pick.
+    A rank outside 0 … dp_size-1, or a header that is not an integer, is a 400."""
+    header = raw_request.headers.get(DP_RANK_HEADER)
+    if header is not None:
+        try:
+            rank, param = int(header), None
+        except ValueError:
+            raise RequestError(f"the X-Data-Parallel-Rank header must be an integer, not {header!r}") from None
+    elif getattr(request, "routed_dp_rank", None) is not None:
+        rank, param = request.routed_dp_rank, "routed_dp_rank"
+    else:
+        rank, param = getattr(request, "data_parallel_rank", None), "data_parallel_rank"
+    if rank is None or 0 <= rank < dp_size:
+        return rank
+    where = "the X-Data-Parallel-Rank header" if param is None else f"`{param}`"
+    ranks = "one data-parallel rank (0)" if dp_size == 1 else f"{dp_size} data-parallel ranks (0 to {dp_size - 1})"
+    raise RequestError(f"{where} asks for rank {rank}, but this server runs {ranks}, so rank {rank} does not "
+                       f"exist", param=param)
 
 
 def finish_reason_of(meta: dict[str, Any]) -> str | None:

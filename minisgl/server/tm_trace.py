@@ -14,11 +14,18 @@ from minisgl.server.protocol import UsageInfo
 from tracer.api import LEVEL_TOKENS, tracer
 
 
-def request_received(rid: str, endpoint: str, request_type: str, stream: bool, sampling_params: dict) -> None:
+def request_received(rid: str, endpoint: str, request_type: str, stream: bool, sampling_params: dict,
+                     request_id: str | None = None) -> None:
+    """request_id: the id a router in front gave this request (its x-request-id header), so one request can
+    be followed from the router's log into this trace."""
     if not tracer.enabled:
         return
-    tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
-                 sampling_params=sampling_params)
+    if request_id is None:
+        tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
+                     sampling_params=sampling_params)
+    else:
+        tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
+                     sampling_params=sampling_params, request_id=request_id)
 
 
 def generate_req_input(rid: str) -> None:

@@ -55,16 +55,20 @@ class EngineLimits:
 
 
 class TokenizerManager(TokenizerManagerCore):
-    def __init__(self, port_args: PortArgs, tokenizer, limits: EngineLimits, metrics=None):
+    def __init__(self, port_args: PortArgs, tokenizer, limits: EngineLimits, metrics=None, dp_size: int = 1):
         self._context = zmq.Context()
         self._async_context = zmq.asyncio.Context()
-        send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name, dst="scheduler")
+        # with --dp-size > 1 the DataParallelController holds the scheduler's input address
+        self.dp_size = dp_size
+        send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name,
+                                       dst="scheduler" if dp_size == 1 else "data_parallel_controller")
         super().__init__(tokenizer, limits.vocab_size, send_to_scheduler)
         self.limits = limits
         self.dead_reason: str | None = None  # why the engine stopped answering, once a child died
         self.recv_from_detokenizer = AsyncPullReceiver(self._async_context, port_args.tokenizer_ipc_name,
                                                        src="detokenizer")
-        self._reply_waiters: dict[type, deque[asyncio.Future]] = defaultdict(deque)
+        # per reply type, in order: each waiter's future and the replies it has, by dp rank (one per rank)
+        self._reply_waiters: dict[type, deque[tuple[asyncio.Future, dict[int, Any]]]] = defaultdict(deque)
         self.metrics = metrics  # a TokenizerMetricsCollector (metrics.py) with --enable-metrics, else None
         self.shutting_down = False  # set by graceful_shutdown.py: new requests are refused with 503
         self._tokenizer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenizer")
@@ -183,17 +187,24 @@ class TokenizerManager(TokenizerManagerCore):
             self.abort_request(rid, drop_state=True)
 
     async def get_load(self, timeout: float = 10.0) -> GetLoadReqOutput:
+        """The load of all ranks added up (with one scheduler: its load)."""
+        return combine_replies(await self.get_loads(timeout))
+
+    async def get_loads(self, timeout: float = 10.0) -> list[GetLoadReqOutput]:
+        """Each data-parallel rank's load, by rank (one entry without --dp-size)."""
         return await self._ask_scheduler(GetLoadReq(), GetLoadReqOutput, timeout)
 
     async def flush_cache(self, timeout: float = 10.0) -> bool:
-        return (await self._ask_scheduler(FlushCacheReq(), FlushCacheReqOutput, timeout)).success
+        return combine_replies(await self._ask_scheduler(FlushCacheReq(), FlushCacheReqOutput, timeout)).success
 
     async def _ask_scheduler(self, req: Any, reply_type: type, timeout: float) -> Any:
-        """Send a control message and await its reply; replies of one type come back in order (FIFO)."""
+        """Send a control message and await its replies, one per data-parallel rank, by rank; replies of one
+        type come back in order (FIFO) from each rank."""
         self._check_alive()
         future = asyncio.get_running_loop().create_future()
         waiters = self._reply_waiters[reply_type]
-        waiters.append(future)
+        waiter = (future, {})
+        waiters.append(waiter)
         self.send_to_scheduler.send(req)
         try:
             return await asyncio.wait_for(future, timeout)
@@ -201,16 +212,23 @@ class TokenizerManager(TokenizerManagerCore):
             raise RequestError(f"the scheduler did not answer {type(req).__name__} within {timeout:.0f} s",
                                status_code=503, err_type="server_error") from None
         finally:
-            if future in waiters:
-                waiters.remove(future)
+            if waiter in waiters:
+                waiters.remove(waiter)
 
     def _handle_reply(self, reply: Any) -> None:
+        """File a reply with the oldest waiter that lacks this rank's; wake it once every rank answered."""
         waiters = self._reply_waiters[type(reply)]
-        while waiters:
-            future = waiters.popleft()
-            if not future.done():
-                future.set_result(reply)
-                return
+        for future, replies in list(waiters):
+            if future.done():
+                waiters.remove((future, replies))
+                continue
+            if reply.dp_rank in replies:
+                continue
+            replies[reply.dp_rank] = reply
+            if len(replies) == self.dp_size:
+                waiters.remove((future, replies))
+                future.set_result([replies[rank] for rank in sorted(replies)])
+            return
 
     # ---- when a child process dies ----------------------------------------------------------------
     def _check_alive(self) -> None:
@@ -226,7 +244,7 @@ class TokenizerManager(TokenizerManagerCore):
             state.event.set()
         self.rid_to_state.clear()
         for waiters in self._reply_waiters.values():
-            for future in waiters:
+            for future, _ in waiters:
                 if not future.done():
                     future.set_exception(error)
             waiters.clear()
@@ -238,3 +256,14 @@ class TokenizerManager(TokenizerManagerCore):
         self._context.term()
         self._async_context.term()
 
+
+
+def combine_replies(replies: list[Any]) -> Any:
+    """One reply from every rank's: loads add up (the server's queues and KV slots over all ranks), a cache
+    flush succeeded if every rank flushed. With one rank, its reply as it is."""
+    if len(replies) == 1:
+        return replies[0]
+    if isinstance(replies[0], GetLoadReqOutput):
+        fields = ("num_running_reqs", "num_waiting_reqs", "free_slots", "cached_slots", "total_slots")
+        return GetLoadReqOutput(**{f: sum(getattr(r, f) for r in replies) for f in fields}, dp_rank=-1)
+    return FlushCacheReqOutput(all(r.success for r in replies), dp_rank=-1)

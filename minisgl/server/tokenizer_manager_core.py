@@ -74,7 +74,8 @@ class TokenizerManagerCore:
                 raise RequestError(f"input_ids has token id {bad[0]}, but the vocabulary has {self.vocab_size} ids",
                                    param="input_ids")
         return TokenizedGenerateReqInput(obj.rid, text, input_ids, dict(obj.sampling_params), obj.stream,
-                                         obj.return_logprob, obj.top_logprobs_num if obj.return_logprob else 0)
+                                         obj.return_logprob, obj.top_logprobs_num if obj.return_logprob else 0,
+                                         obj.routed_dp_rank)
 
     def _init_req_state(self, obj: GenerateReqInput, event: asyncio.Event | None = None) -> ReqState:
         if obj.rid in self.rid_to_state:

@@ -18,7 +18,8 @@ DOC = ROOT / "lessons" / "docs" / "reference" / "trace-events.md"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOP_LEVEL = {"rid", "rids"}  # record fields the docs' attrs column names beside the attrs
 EMIT_KEYWORDS = {"rid", "rids", "flow", "flow_dir", "ph"}  # tracer.event's own parameters, not attrs
-SCENARIOS = ("admission_budgets", "stream_detok", "retract", "abort", "context_limit", "mixed_round")
+SCENARIOS = ("admission_budgets", "stream_detok", "retract", "abort", "context_limit", "mixed_round",
+             "overlap_schedule")
 # declared but written by no emitter: a reader honours it, so a hand-made or future trace may carry it
 NEVER_EMITTED = {(S.SCHED_ENQUEUED, "position")}
 

@@ -192,7 +192,7 @@ class _Builder:
             for msg, recv, r in self.awaiting.pop(lane):
                 msg.dst = self.handoff(recv, lane, msg.label, "received", [], r).id
         for msg, send in self.sent.values():
-            lane = {"scheduler": "sched", "detokenizer": "detok"}.get(str(send.get("dst")), "tm")
+            lane = {"scheduler": "sched", "detokenizer": "detok"}.get(S.proc_role(str(send.get("dst"))), "tm")
             h = Handoff(f"lost_{send.index}", lane, msg.label, "never received", [], None, [send])
             self.handoffs.append(h)
             msg.dst = h.id

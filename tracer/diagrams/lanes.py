@@ -29,8 +29,8 @@ def lane_of(ev: Event) -> str | None:
     """The lane an event is drawn in, or None for events no lane shows (trace.process_start)."""
     if ev.lane != "ipc":
         return PREFIX_LANE.get(ev.lane)
-    if ev.proc in PROC_LANE:
-        return PROC_LANE[ev.proc]
+    if S.proc_role(ev.proc) in PROC_LANE:  # each data-parallel rank's scheduler draws in the Scheduler lane
+        return PROC_LANE[S.proc_role(ev.proc)]
     if ev.name == S.IPC_SEND:  # offline engine: the sender is the stage before the destination
         return PROC_LANE.get(PREV_PROC.get(str(ev.get("dst")), ""))
     return PROC_LANE.get(NEXT_PROC.get(str(ev.get("src")), ""))
