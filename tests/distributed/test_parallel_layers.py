@@ -114,6 +114,8 @@ def test_parallel_flags_are_validated():
         (ServerArgs(tp_size=2, nnodes=2), "--nnodes > 1 needs --dist-init-addr"),
         (ServerArgs(tp_size=2, dist_init_addr="nohost"), "--dist-init-addr must be host:port"),
         (ServerArgs(tp_size=3, quantization="gguf"), "--quantization gguf .* cannot be split"),
+        (ServerArgs(tp_size=3, dp_size=2), "--tp-size > 1 with --dp-size > 1 is not supported"),
+        (ServerArgs(tp_size=3, enable_overlap_schedule=True), "drop --enable-overlap-schedule"),
     ]:
         with pytest.raises(ValueError, match=message):
             args.validate()
