@@ -34,6 +34,13 @@ class ServerArgs:
     # data parallelism: N scheduler processes, each with its own model copy and KV pool
     dp_size: int = 1  # 1: no DataParallelController, the TokenizerManager talks to the one scheduler
     load_balance_method: str = "round_robin"  # how the DataParallelController picks a rank
+    # speculative decoding (n-gram drafts from the request's own tokens; greedy requests only)
+    speculative_algorithm: str | None = None  # None | "NGRAM"
+    speculative_num_draft_tokens: int = 4  # most draft tokens per request per round (K; K + 1 rows verified)
+    # shortest suffix that may match (SGLang's default is 1; on a CPU every verified row costs about half a
+    # decode step, and 1-token matches are right too rarely to pay for theirs: benchmarks/bench_spec.py)
+    speculative_ngram_min_match_window_size: int = 3
+    speculative_ngram_max_match_window_size: int = 12  # longest suffix tried first
     # tensor parallelism (minisgl/distributed/): ranks, and the machines ("nodes") they run on
     tp_size: int = 1
     nnodes: int = 1
@@ -90,6 +97,18 @@ class ServerArgs:
         if self.load_balance_method not in LOAD_BALANCE_METHODS:
             raise ValueError(f"--load-balance-method must be {' or '.join(LOAD_BALANCE_METHODS)}, not "
                              f"{self.load_balance_method!r}")
+        if self.speculative_algorithm not in (None, "NGRAM"):
+            raise ValueError(f"--speculative-algorithm must be NGRAM, not {self.speculative_algorithm!r}")
+        if self.speculative_num_draft_tokens < 1:
+            raise ValueError(f"--speculative-num-draft-tokens must be >= 1, not {self.speculative_num_draft_tokens}")
+        lo, hi = self.speculative_ngram_min_match_window_size, self.speculative_ngram_max_match_window_size
+        if not 1 <= lo <= hi:
+            raise ValueError(f"--speculative-ngram-min-match-window-size ({lo}) must be >= 1 and at most "
+                             f"--speculative-ngram-max-match-window-size ({hi})")
+        if self.speculative_algorithm is not None and self.overlap_schedule():
+            raise ValueError("--speculative-algorithm and --enable-overlap-schedule cannot be combined: a round's "
+                             "drafts come from the tokens of the round before, which the overlap loop has not "
+                             "processed yet when it forms the next round")
         from minisgl.distributed.launch import validate_parallel_args
 
         validate_parallel_args(self)
@@ -148,6 +167,18 @@ class ServerArgs:
                        help="how the DataParallelController picks a rank for a request that names none: "
                             "round_robin (in turn) or shortest_queue (fewest running and waiting requests); "
                             "a request's routed_dp_rank (or X-Data-Parallel-Rank header) always wins")
+        g = parser.add_argument_group("speculative decoding")
+        g.add_argument("--speculative-algorithm", default=d.speculative_algorithm, choices=["NGRAM"],
+                       help="NGRAM: draft tokens copied from n-gram matches in each greedy request's own prompt "
+                            "and output, verified in one forward (no draft model); default: off")
+        g.add_argument("--speculative-num-draft-tokens", type=int, default=d.speculative_num_draft_tokens,
+                       help="most draft tokens per request per round; the verify forward runs K + 1 rows")
+        g.add_argument("--speculative-ngram-min-match-window-size", type=int,
+                       default=d.speculative_ngram_min_match_window_size,
+                       help="shortest suffix of the request's tokens that must match earlier tokens to draft")
+        g.add_argument("--speculative-ngram-max-match-window-size", type=int,
+                       default=d.speculative_ngram_max_match_window_size,
+                       help="longest suffix tried first (the longest match wins, then the most recent)")
 
         from minisgl.distributed.launch import add_parallel_cli_args
 

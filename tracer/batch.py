@@ -19,12 +19,13 @@ def build_batch(ev: Event, chunked: str | None, decoding: set[str], rows_of: dic
     extend_lens = list(ev.get("extend_lens") or [])
     out = list(ev.get("out_cache_loc") or [])
     input_ids = ev.get("input_ids")
+    verify = mode == "TARGET_VERIFY"  # speculative decoding: last token + drafts, every row scored
     rows: list[BatchRow] = []
     k = 0  # index of the next forward row
     for i, rid in enumerate(rids):
-        # decode: one row at position seq_len - 1; extend (and MIXED): rows prefix_len .. seq_len - 1
+        # decode: one row at position seq_len - 1; extend (MIXED, TARGET_VERIFY): rows prefix_len .. seq_len - 1
         first, n = (seq_lens[i] - 1, 1) if mode == "DECODE" else (prefix_lens[i], extend_lens[i])
-        if mode != "DECODE" and rid not in decoding:
+        if mode != "DECODE" and not verify and rid not in decoding:
             known_slots, known_tokens = rows_of.get(rid, {}), tokens_of.get(rid, {})
             for pos in range(first):  # the cached prefix: KV already there, not computed this round
                 slot = known_slots.get(pos)
@@ -33,10 +34,23 @@ def build_batch(ev: Event, chunked: str | None, decoding: set[str], rows_of: dic
         for j in range(n):
             token = input_ids[k] if isinstance(input_ids, list) and k < len(input_ids) else None
             rows.append(BatchRow(rid, first + j, token, out[k] if k < len(out) else None, cached=False,
-                                 sampled=j == n - 1 and rid != chunked))
+                                 sampled=verify or (j == n - 1 and rid != chunked), draft=verify and j > 0))
             k += 1
     return RoundBatch(
         round=ev.round, mode=mode, rids=rids, seq_lens=seq_lens, prefix_lens=prefix_lens,
         extend_lens=extend_lens, out_cache_loc=out, req_pool_indices=list(ev.get("req_pool_indices") or []),
         rows=rows, formed_ns=ev.time_ns,
     )
+
+
+def assign_sampled_tokens(batch: RoundBatch, ev: Event) -> None:
+    """Put a `sched.sampled` event's tokens on the rows whose logits gave them: each request's sampled row,
+    or in TARGET_VERIFY every forward row, each request's rows in turn."""
+    if batch.mode == "TARGET_VERIFY":
+        for row, token in zip(batch.forward_rows, ev.get("token_ids") or []):
+            row.token = token
+        return
+    tokens = dict(zip(ev.get("rids") or ev.rids or [], ev.get("token_ids") or []))
+    for row in batch.rows:
+        if row.sampled and row.rid in tokens:
+            row.token = tokens[row.rid]

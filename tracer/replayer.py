@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tracer import schema as S
-from tracer.batch import build_batch
+from tracer.batch import assign_sampled_tokens, build_batch
 from tracer.event import Event
 from tracer.state import (
     ABORTED,
@@ -60,7 +60,7 @@ class Replayer:
             S.SCHED_SAMPLED: self._sampled, S.SCHED_OUTPUT_APPENDED: self._output_appended,
             S.KV_ALLOC: self._kv_alloc, S.KV_ASSIGNED: self._kv_assigned, S.KV_FREE: self._kv_free,
             S.CACHE_INSERTED: self._cache_inserted, S.CACHE_EVICTED: self._kv_free,
-            S.CACHE_TREE: self._cache_tree,
+            S.CACHE_TREE: self._cache_tree, S.SCHED_SPEC_VERIFIED: self._spec_verified,
             S.SCHED_RETRACTED: self._retracted, S.SCHED_ABORT_REQUESTED: self._abort_requested,
             S.SCHED_FINISHED: self._finished, S.SCHED_ROUND_END: self._round_end,
         }
@@ -110,8 +110,7 @@ class Replayer:
         return self.reqs[rid]
 
     def _drop(self, rid: str, *, waiting: bool = True) -> None:
-        """Take a request out of the queues; unless it is only retracted, forget its rows and tokens too
-        (so the per-round checkpoints stay as small as the set of live requests)."""
+        """Take a request out of the queues; unless only retracted, forget its rows and tokens too."""
         if waiting:
             self._tokens.pop(rid, None)
         if rid in self.running:
@@ -194,7 +193,7 @@ class Replayer:
         self.batch = self._result_batch = batch
         self._batches = {**{k: b for k, b in self._batches.items() if (k or 0) >= (ev.round or 0) - 1}, ev.round: batch}
         mode = batch.mode
-        if mode == "DECODE":  # the running batch itself runs (retracted and finished ones already left)
+        if mode in ("DECODE", "TARGET_VERIFY"):  # the running batch runs (retracted and finished ones left)
             self.running = list(batch.rids)
         elif mode == "MIXED":  # the running requests ride along; they rejoin from this batch next round
             self.running = []
@@ -206,7 +205,7 @@ class Replayer:
             req = self.reqs.get(rid)
             if req is None:
                 continue
-            rounds = req.decode_rounds if mode == "DECODE" or rid in decoding else req.prefill_rounds
+            rounds = req.decode_rounds if mode in ("DECODE", "TARGET_VERIFY") or rid in decoding else req.prefill_rounds
             if ev.round is not None and ev.round not in rounds:
                 rounds.append(ev.round)
 
@@ -216,8 +215,8 @@ class Replayer:
             return
         if ev.get("duration_ms") is not None:
             batch.duration_ms = float(ev.get("duration_ms"))
-        if self.level < 2:  # no per-token events: count one token per sampled row
-            for row in batch.rows:
+        if self.level < 2 and batch.mode != "TARGET_VERIFY":  # no per-token events: one token per sampled
+            for row in batch.rows:  # row (TARGET_VERIFY: sched.spec_verified says how many)
                 req = self.reqs.get(row.rid)  # (overlap: not a finished request's extra row)
                 if row.sampled and req is not None and (ev.thread is None or req.status == RUNNING):
                     req.output_len += 1
@@ -226,12 +225,14 @@ class Replayer:
     def _sampled(self, ev: Event) -> None:
         late = ev.get("batch_round")  # overlap: the round whose batch sampled these
         self._result_batch = self._batches.get(late) if late else self.batch
-        if self._result_batch is None:
-            return
-        tokens = dict(zip(ev.get("rids") or ev.rids or [], ev.get("token_ids") or []))
-        for row in self._result_batch.rows:
-            if row.sampled and row.rid in tokens:
-                row.token = tokens[row.rid]
+        if self._result_batch is not None:
+            assign_sampled_tokens(self._result_batch, ev)
+
+    def _spec_verified(self, ev: Event) -> None:
+        for rid, n in zip(ev.rids or [], ev.get("appended_lens") or []):
+            if self.level < 2 and rid in self.reqs:  # level 1 has no sched.output_appended to count
+                self.reqs[rid].output_len += n
+                self.reqs[rid].token_ns += [ev.time_ns] * n
 
     def _output_appended(self, ev: Event) -> None:
         req = self._req(ev)
@@ -257,6 +258,8 @@ class Replayer:
         freed = {int(s) for s in ev.get("slots") or []}
         for s in freed:
             self.slot_owner.pop(s, None)
+        if ev.get("reason") == "rejected":  # draft rows the model did not accept: those positions are gone
+            self._rows = {rid: {p: s for p, s in row.items() if s not in freed} for rid, row in self._rows.items()}
         if ev.get("reason") == "duplicate":  # the request now reads the tree's copy, at a slot we do not know
             for row in self._rows.values():
                 for pos, slot in row.items():
@@ -271,15 +274,13 @@ class Replayer:
 
     # ---- leaving ----------------------------------------------------------------------------------
     def _retracted(self, ev: Event) -> None:
-        req = self._req(ev)
-        req.status = RETRACTED
-        self._drop(req.rid, waiting=False)
+        self._req(ev).status = RETRACTED
+        self._drop(ev.rid or "", waiting=False)
 
     def _abort_requested(self, ev: Event) -> None:
         if ev.get("where") == "waiting":  # it held nothing: it leaves at once
-            req = self._req(ev)
-            req.status = ABORTED
-            self._drop(req.rid)
+            self._req(ev).status = ABORTED
+            self._drop(ev.rid or "")
 
     def _finished(self, ev: Event) -> None:
         req = self._req(ev)
@@ -295,6 +296,5 @@ class Replayer:
         if self.kv_size is None and ev.get("free_slots") is not None:
             # no sched.config: the pool size is a constant, so take it once from the engine's own count
             self.kv_size = int(ev.get("free_slots")) + len(self.slot_owner)
-        self._retracted_front = 0
         self._matched.clear()
-        self._round_closed = True
+        self._retracted_front, self._round_closed = 0, True

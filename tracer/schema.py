@@ -166,18 +166,24 @@ SCHED_DECODE_MEM_CHECKED = _event("sched.decode_mem_checked", {
     "needed": "one KV slot per running request", "available_size": "free KV slots",
     "evictable_size": "KV slots the tree could evict", "ok": "needed <= available + evictable"}, since=2)
 SCHED_BATCH_FORMED = _event("sched.batch_formed", {
-    "type": "ScheduleBatch", "forward_mode": "EXTEND, DECODE or MIXED", "seq_lens": "per rid",
+    "type": "ScheduleBatch", "forward_mode": "EXTEND, DECODE, MIXED or TARGET_VERIFY", "seq_lens": "per rid",
     "prefix_lens": "per rid", "extend_lens": "per rid", "out_cache_loc": "each row's KV slot",
     "req_pool_indices": "per rid", "decoding_rids": "in MIXED: the 1-token decode rows' rids",
-    "input_ids": tokens("each row's input id"), "logit_rows": v2("per rid: the index of its sampled row")})
+    "input_ids": tokens("each row's input id"), "logit_rows": v2("per rid: the index of its sampled row"),
+    "draft_lens": v2("in TARGET_VERIFY: per rid, its draft tokens (rows after its first)")})
 SCHED_SAMPLED = _event("sched.sampled", {
     "type": "GenerationBatchResult", "token_ids": "one per rid", "texts": "each token decoded",
     "logprobs": "each token's log-probability",
-    "batch_round": v2("overlap loop only: the round whose batch sampled them (processed one round late)")},
+    "batch_round": v2("overlap loop only: the round whose batch sampled them (processed one round late)"),
+    "rows": Attr("in TARGET_VERIFY: per rid, its rows (token_ids has one per row)", since=2, level=LEVEL_TOKENS)},
     level=LEVEL_TOKENS)
 SCHED_OUTPUT_APPENDED = _event("sched.output_appended", {
     "token_id": "the kept token", "output_len": "output tokens after", "finished": "the request is done",
     "finish_reason": "why, or null"}, level=LEVEL_TOKENS)
+SCHED_SPEC_VERIFIED = _event("sched.spec_verified", {
+    "draft_lens": "per rid: draft tokens proposed", "verified_rows": "per rid: rows verified (1 + drafts)",
+    "accepted_lens": "per rid: drafts equal to the model's own token",
+    "appended_lens": "per rid: tokens appended (accepted + 1, fewer if it finished)"}, since=2)
 SCHED_RETRACTED = _event("sched.retracted", {"output_len": "output tokens so far"})
 SCHED_ABORT_REQUESTED = _event("sched.abort_requested", {"where": "waiting or running"})
 SCHED_FINISHED = _event("sched.finished", {
@@ -191,14 +197,15 @@ SCHED_ROUND_END = _event("sched.round_end", {
 KV_ALLOC = _event("kv.alloc", {"slots": "allocated, no owner yet"})
 KV_ASSIGNED = _event("kv.assigned", {"slots": "the rows of this rid written this round"})
 KV_FREE = _event("kv.free", {"slots": "back on the free list",
-                             "reason": "duplicate, finished, evicted, flush or retracted"})
+                             "reason": "duplicate, finished, evicted, flush, retracted or rejected"})
 CACHE_INSERTED = _event("cache.inserted", {"slots": "now owned by the radix tree"})
 CACHE_EVICTED = _event("cache.evicted", {"slots": "every slot one eviction freed"})
 CACHE_TREE = _event("cache.tree", {"nodes": "the whole tree: [{id, parent, key, value, lock_ref}]"})
 
 # ---- model: the ModelRunner -----------------------------------------------------------------------
 MODEL_FORWARD = _event("model.forward", {
-    "type": "ForwardBatch", "forward_mode": "EXTEND, DECODE or MIXED", "num_rows": "rows in the batch",
+    "type": "ForwardBatch", "forward_mode": "EXTEND, DECODE, MIXED or TARGET_VERIFY",
+    "num_rows": "rows in the batch",
     "positions": tensors("each row's position"), "input_ids": tensors("each row's input id"),
     "out_cache_loc": tensors("each row's KV slot"), "duration_ms": "on E: the forward's time",
     "tp_size": "on E, with --tp-size > 1: the ranks", "all_reduce": "on E, tp: all-reduces in this forward",

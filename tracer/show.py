@@ -14,7 +14,7 @@ from tracer.event import Event
 from tracer.fmt import compact, finish_type, ms, ranges, short_rid
 from tracer.reader import Trace, TraceError
 from tracer.replay import replay, state_at
-from tracer.schema import HTTP_REQUEST_RECEIVED, SCHED_BATCH_FORMED, SCHED_SAMPLED
+from tracer.schema import HTTP_REQUEST_RECEIVED, SCHED_BATCH_FORMED, SCHED_SAMPLED, SCHED_SPEC_VERIFIED
 from tracer.state import ReqState
 
 PROC_SHORT = {"tokenizer_manager": "tm", "scheduler": "sched", "detokenizer": "detok", "engine": "engine",
@@ -80,18 +80,25 @@ def _itl(req: ReqState) -> float | None:
 
 
 def rounds_table(trace: Trace) -> Table:
+    states = replay(trace)
+    spec = any(s.batch is not None and s.batch.mode == "TARGET_VERIFY" for s in states)  # speculative decoding
     t = Table(title="Rounds", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
-              caption="rows: rows computed; extend/seq: per request; ms: model forward")
-    for name in ("round", "mode", "rids", "rows", "extend", "seq", "out_cache_loc", "ms"):
-        t.add_column(name, justify="right" if name in ("round", "rows", "ms") else "left", overflow="fold")
-    for state in replay(trace):
+              caption="rows: rows computed; extend/seq: per request; ms: model forward"
+                      + ("; drafts: per request, its draft-token rows in a TARGET_VERIFY round" if spec else ""))
+    names = ("round", "mode", "rids", "rows", "extend", "seq") + (("drafts",) if spec else ()) + ("out_cache_loc", "ms")
+    for name in names:
+        t.add_column(name, justify="right" if name in ("round", "rows", "ms") else "left", overflow="fold",
+                     no_wrap=name == "mode" and spec)
+    for state in states:
         b = state.batch
         if b is None:
-            t.add_row(str(state.round), "-", "", "0", "", "", "", "")
+            t.add_row(str(state.round), "-", "", "0", *[""] * (len(names) - 4))
             continue
+        drafts = [_ints([sum(r.draft for r in b.rows if r.rid == rid) for rid in b.rids]
+                        if b.mode == "TARGET_VERIFY" else [])] if spec else []
         t.add_row(str(state.round), b.mode, " ".join(short_rid(r, 8) for r in b.rids),
-                  str(len(b.forward_rows)), _ints(b.extend_lens), _ints(b.seq_lens), ranges(b.out_cache_loc),
-                  "-" if b.duration_ms is None else f"{b.duration_ms:.1f}")
+                  str(len(b.forward_rows)), _ints(b.extend_lens), _ints(b.seq_lens), *drafts,
+                  ranges(b.out_cache_loc), "-" if b.duration_ms is None else f"{b.duration_ms:.1f}")
     return t
 
 
@@ -135,8 +142,13 @@ def facts(ev: Event, rid: str | None = None) -> str:
                       if len(ev.get(k) or []) > i})
     elif rid in rids and ev.name == SCHED_SAMPLED:
         i = rids.index(rid)
-        attrs = {k: v[i] for k, v in (("token", ev.get("token_ids")), ("text", ev.get("texts")))
-                 if isinstance(v, list) and len(v) > i}
+        rows = ev.get("rows") or [1] * len(rids)  # TARGET_VERIFY: a token per row, each request's rows in turn
+        at = slice(sum(rows[:i]), sum(rows[: i + 1]))
+        attrs = {k: v[at] if rows[i] > 1 else v[at][0] for k, v in (("token", ev.get("token_ids")),
+                 ("text", ev.get("texts"))) if isinstance(v, list) and len(v) >= at.stop}
+    elif rid in rids and ev.name == SCHED_SPEC_VERIFIED:
+        i = rids.index(rid)
+        attrs = {k: ev.get(k)[i] for k in ("draft_lens", "accepted_lens", "appended_lens") if len(ev.get(k) or []) > i}
     for k, v in attrs.items():
         if k in HIDDEN_ATTRS or v is None or v == "":
             continue

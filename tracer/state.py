@@ -52,6 +52,7 @@ class BatchRow:
     cached: bool
     sampled: bool  # this row's logits picked the request's next token
     token: int | None = None  # the token sampled from it, when the trace has it (level 2)
+    draft: bool = False  # TARGET_VERIFY: a draft token's row (speculative decoding), kept only if accepted
 
 
 @dataclass

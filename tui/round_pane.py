@@ -71,6 +71,9 @@ def round_title(frame: Frame, batch: RoundBatch | None) -> Text:
     cached = len(batch.rows) - computed
     if cached:
         text.append(f" + {cached} cached prefix row(s)")
+    drafts = sum(r.draft for r in batch.rows)
+    if drafts:
+        text.append(f" ({drafts} of them draft rows: speculative tokens under verification)")
     text.append(f" · out_cache_loc {ranges(batch.out_cache_loc)}")
     if batch.duration_ms is not None:
         text.append(f" · forward {batch.duration_ms:.1f} ms")
@@ -89,5 +92,5 @@ def row_cells(frame: Frame, row: BatchRow) -> list:
             sampled += f" {frame.index.text_of(row.token)!r}"
     return [Text(frame.rid_label(row.rid), style=style), str(row.position),
             "-" if row.input_id is None else str(row.input_id), "" if token_text is None else repr(token_text),
-            "-" if row.slot is None else str(row.slot), "cached" if row.cached else "new",
+            "-" if row.slot is None else str(row.slot), "cached" if row.cached else "draft" if row.draft else "new",
             Text(sampled, style="bold" if row.sampled else "")]

@@ -1,10 +1,15 @@
 """Keep only the rows whose next token is sampled, then project them to vocabulary logits.
 
 In EXTEND a request contributes many rows but only its last one predicts a new token: the seeds' nine
+<<<<<<< HEAD
 input rows of R1 and R2 give two logit rows.
 
 With tensor parallelism each rank holds a slice of the vocabulary (ParallelLMHead): it computes the
 logits of its own tokens, and an all-gather puts every rank's slices side by side (the padding cut off).
+=======
+input rows of R1 and R2 give two logit rows. TARGET_VERIFY (speculative decoding) keeps every row: each
+draft token is checked against the argmax of the row before it.
+>>>>>>> main
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ class LogitsProcessor(nn.Module):
         return self.packed_lm_head is not None
 
     def forward(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
-        if forward_batch.forward_mode.is_extend():
+        if forward_batch.forward_mode.is_extend():  # not TARGET_VERIFY: all its rows are scored
             hidden_states = hidden_states[forward_batch.last_row_indices()]
         logits = self._project(hidden_states, lm_head_weight)
         if self.tp_size > 1:

@@ -138,6 +138,10 @@ class CacheManager:
         """Give back slots no request row or tree keeps (the overlap loop's rows that ran past a finish)."""
         self._free(slots, reason)
 
+    def free_rejected_draft_slots(self, slots: torch.Tensor) -> None:
+        """Speculative decoding: KV written by draft rows the model did not accept goes back to the pool."""
+        self._free(slots, "rejected")
+
     # ---- helpers ---------------------------------------------------------------------------------
     def _free(self, slots: torch.Tensor, reason: str) -> None:
         if slots.numel() == 0:

@@ -23,6 +23,8 @@ class ForwardMode(IntEnum):
     DECODE = auto()  # one new row per request
     MIXED = auto()  # a prefill batch that also carries running requests' decode rows as 1-token extends
     IDLE = auto()  # nothing to run
+    # speculative decoding: each request's last token and its draft tokens as extend rows, logits for every row
+    TARGET_VERIFY = auto()
 
     def is_extend(self) -> bool:
         return self in (ForwardMode.EXTEND, ForwardMode.MIXED)
@@ -30,12 +32,19 @@ class ForwardMode(IntEnum):
     def is_decode(self) -> bool:
         return self == ForwardMode.DECODE
 
+    def is_target_verify(self) -> bool:
+        return self == ForwardMode.TARGET_VERIFY
+
+    def has_extend_rows(self) -> bool:
+        """Rows prefix_len .. seq_len - 1 per request (EXTEND, MIXED and TARGET_VERIFY), not one row each."""
+        return self.is_extend() or self.is_target_verify()
+
 
 def compute_positions(
     forward_mode: ForwardMode, seq_lens: list[int], extend_prefix_lens: list[int] | None = None
 ) -> torch.Tensor:
     """Logical positions of this round's rows. Extend: prefix_len .. seq_len-1 per request. Decode: seq_len-1."""
-    if forward_mode.is_extend():
+    if forward_mode.has_extend_rows():
         assert extend_prefix_lens is not None
         return torch.cat([torch.arange(p, s, dtype=torch.int64) for p, s in zip(extend_prefix_lens, seq_lens)])
     return torch.tensor([s - 1 for s in seq_lens], dtype=torch.int64)
@@ -54,7 +63,7 @@ class ForwardBatch:
     req_to_token_pool: ReqToTokenPool
     token_to_kv_pool: TokenToKVPool
     attn_backend: Any = None
-    # EXTEND / MIXED only
+    # EXTEND / MIXED / TARGET_VERIFY only
     extend_prefix_lens: list[int] | None = None  # tokens already in the KV cache (not recomputed)
     extend_seq_lens: list[int] | None = None  # rows this round, per request
     extend_start_loc: list[int] | None = None  # first row of each request in input_ids
@@ -63,8 +72,9 @@ class ForwardBatch:
     def init_new(cls, batch: Any, model_runner: Any) -> ForwardBatch:
         """Build from a ScheduleBatch (or anything with its fields): derive positions and extend offsets."""
         seq_lens = [int(s) for s in batch.seq_lens]
-        prefix_lens = list(batch.prefix_lens) if batch.forward_mode.is_extend() else None
-        extend_lens = list(batch.extend_lens) if batch.forward_mode.is_extend() else None
+        rows = batch.forward_mode.has_extend_rows()
+        prefix_lens = list(batch.prefix_lens) if rows else None
+        extend_lens = list(batch.extend_lens) if rows else None
         fb = cls(
             forward_mode=batch.forward_mode,
             batch_size=len(seq_lens),

@@ -139,7 +139,7 @@ class ModelRunner:
 
     @torch.inference_mode()
     def forward(self, forward_batch: ForwardBatch) -> torch.Tensor:
-        """Returns float32 logits: one row per request (its last row in EXTEND/MIXED)."""
+        """Returns float32 logits: one row per request (its last row in EXTEND/MIXED); every row in TARGET_VERIFY."""
         forward_batch.attn_backend = self.attn_backend
         self.attn_backend.init_forward_metadata(forward_batch)
         return self.model(

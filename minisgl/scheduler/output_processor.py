@@ -15,7 +15,9 @@ if TYPE_CHECKING:
 class SchedulerOutputProcessorMixin:
     def process_batch_result(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
         self.trace_collector.sampled(batch, result)
-        if batch.forward_mode.is_decode():
+        if batch.forward_mode.is_target_verify():  # accept drafts: speculative/ngram_worker.py
+            self.spec_worker.process_verify_result(self, batch, result)
+        elif batch.forward_mode.is_decode():
             self.process_batch_result_decode(batch, result)
         else:
             self.process_batch_result_prefill(batch, result)
@@ -62,7 +64,9 @@ class SchedulerOutputProcessorMixin:
             if req is self.chunked_req:
                 continue
             n_out = len(req.output_ids)
-            due = req.stream and n_out > req.send_token_offset and (n_out == 1 or n_out % interval == 0)
+            # a multiple of the interval reached (or passed: a verify round may append several tokens)
+            due = req.stream and n_out > req.send_token_offset and (
+                n_out == 1 or n_out // interval > req.send_token_offset // interval)
             if not (req.finished() or due):
                 continue
             out.rids.append(req.rid)

@@ -13,6 +13,7 @@ from minisgl.mem_cache.cache_manager import CacheManager
 from minisgl.mem_cache.memory_pool import KVCacheExhausted, ReqToTokenPool, TokenToKVPool
 from minisgl.model_executor.forward_batch_info import ForwardMode
 from minisgl.scheduler.req import Req
+from minisgl.speculative.spec_info import NgramVerifyInput
 
 
 @dataclass
@@ -31,6 +32,7 @@ class ScheduleBatch:
     decoding_reqs: list[Req] = field(default_factory=list)  # MIXED: the running requests' decode rows
     chunked_req: Req | None = None  # EXTEND/MIXED: the request whose chunk this round is not its prompt's end
     sampling_steps: list[int] | None = None  # overlap: each request's output length at launch (seeds sampling)
+    spec_info: NgramVerifyInput | None = None  # TARGET_VERIFY: each request's draft tokens
 
     @classmethod
     def init_new(cls, reqs: list[Req], req_to_token_pool, token_to_kv_pool, cache_manager) -> ScheduleBatch:

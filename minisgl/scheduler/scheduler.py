@@ -41,6 +41,7 @@ from minisgl.scheduler.scheduler_overlap import SchedulerOverlapMixin
 from minisgl.scheduler.tp_worker import GenerationBatchResult, TpModelWorker
 from minisgl.scheduler.trace_collector import SchedulerTraceCollector
 from minisgl.server_args import ServerArgs
+from minisgl.speculative.ngram_worker import NGRAMWorker
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
         self.max_req_len = min(model_runner.context_len, self.token_to_kv_pool.size)
         self.trace_collector = SchedulerTraceCollector(self)  # every trace event of this process
         self.tp_worker = TpModelWorker(model_runner, self.trace_collector, server_args.random_seed)
+        # --speculative-algorithm NGRAM: decode rounds verify n-gram drafts (speculative/ngram_worker.py)
+        self.spec_worker = NGRAMWorker(server_args) if server_args.speculative_algorithm == "NGRAM" else None
 
         self.waiting_queue: list[Req] = []
         self.running_batch: ScheduleBatch = self._empty_batch()
@@ -269,6 +272,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
         else:
             self.new_token_ratio = max(self.new_token_ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
         batch.prepare_for_decode()
+        if self.spec_worker is not None:
+            self.spec_worker.prepare_for_verify(batch)  # greedy requests with drafts: TARGET_VERIFY rows
         return batch
 
     # ---- running it -------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from minisgl.scheduler.trace_collector import SchedulerTraceCollector
 
 @dataclass
 class GenerationBatchResult:
-    next_token_ids: list[int]  # one per request in the batch
+    next_token_ids: list[int]  # one per request in the batch (TARGET_VERIFY: one per row)
     logprobs: list[float]  # of each next token under the raw logits
     forward_time: float  # seconds spent in the model's forward
     top_logprobs_val: list[list[float]] | None = None  # per request, its top_logprobs_num best; None if nobody asked
@@ -41,13 +41,18 @@ class TpModelWorker:
         logits = self.model_runner.forward(forward_batch)
         forward_time = time.perf_counter() - t0
         self.trace_collector.forward_end(batch, forward_time)
-        params = [r.sampling_params for r in batch.reqs]
+        # one logits row per request; TARGET_VERIFY: one per verified row, each request's rows in turn
+        if getattr(batch, "spec_info", None) is not None:
+            row_reqs, output_lens = batch.spec_info.rows(batch.reqs)
+        else:
+            # (the overlap loop launches a copy: its requests' output lengths at launch seed the sampling)
+            row_reqs, output_lens = batch.reqs, batch.sampling_steps or [len(r.output_ids) for r in batch.reqs]
+        params = [r.sampling_params for r in row_reqs]
         result = GenerationBatchResult([], [], forward_time)
         with torch.inference_mode():
-            top_nums = [r.top_logprobs_num for r in batch.reqs]
+            top_nums = [r.top_logprobs_num for r in row_reqs]
             if any(top_nums):  # only for requests that ask, from the same raw logits the sampler reads
                 result.top_logprobs_val, result.top_logprobs_idx = get_top_logprobs(logits, top_nums)
-            steps = batch.sampling_steps or [len(r.output_ids) for r in batch.reqs]
-            next_ids, logprobs = self.sampler(logits, params, steps)
+            next_ids, logprobs = self.sampler(logits, params, output_lens)
         result.next_token_ids, result.logprobs = next_ids.tolist(), logprobs.tolist()
         return result

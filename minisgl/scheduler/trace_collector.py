@@ -172,8 +172,12 @@ class SchedulerTraceCollector:
         if tracer.level >= LEVEL_TOKENS:
             attrs["input_ids"] = batch.input_ids
         rids = [r.rid for r in batch.reqs]
-        rows = batch.extend_lens if batch.forward_mode.is_extend() else [1] * len(rids)
-        attrs["logit_rows"] = [end - 1 for end in itertools.accumulate(rows)]  # each request's last row is sampled
+        rows = batch.extend_lens if batch.forward_mode.has_extend_rows() else [1] * len(rids)
+        if batch.spec_info is not None:  # TARGET_VERIFY: every row is scored; rows after the first are drafts
+            attrs["logit_rows"] = list(range(sum(rows)))
+            attrs["draft_lens"] = [len(d) for d in batch.spec_info.draft_tokens]
+        else:
+            attrs["logit_rows"] = [end - 1 for end in itertools.accumulate(rows)]  # each request's last row is sampled
         tracer.event("sched.batch_formed", rids=rids, **attrs)
         # which rows (and so which KV slots) belong to which request
         start = 0
@@ -211,10 +215,12 @@ class SchedulerTraceCollector:
         if tracer.level < LEVEL_TOKENS:
             return
         texts = [self.sched.tokenizer.decode([t]) for t in result.next_token_ids]
-        late = {"batch_round": self._result_round} if self._result_round is not None else {}
+        attrs = {} if batch.spec_info is None else {"rows": batch.spec_info.num_rows()}  # tokens per rid
+        if self._result_round is not None:  # overlap loop: the round whose batch sampled these
+            attrs["batch_round"] = self._result_round
         tracer.event("sched.sampled", rids=[r.rid for r in batch.reqs], type="GenerationBatchResult",
                      token_ids=result.next_token_ids, texts=texts, logprobs=[round(x, 5) for x in result.logprobs],
-                     **late)
+                     **attrs)
 
     @hook
     def output_appended(self, req: Req) -> None:
@@ -224,6 +230,14 @@ class SchedulerTraceCollector:
                          output_len=len(req.output_ids), finished=req.finished(), finish_reason=reason)
         if req.finished():
             self._finished(req)
+
+    @hook
+    def spec_verified(self, batch: ScheduleBatch, outcome) -> None:
+        """A TARGET_VERIFY round's outcome per request (speculative/ngram_worker.py's VerifyOutcome); the
+        rejected rows' kv.free events (reason rejected) are the pending KV moves, reported before it."""
+        tracer.event("sched.spec_verified", rids=[r.rid for r in batch.reqs], draft_lens=outcome.draft_lens,
+                     verified_rows=[1 + d for d in outcome.draft_lens], accepted_lens=outcome.accepted_lens,
+                     appended_lens=outcome.appended_lens)
 
     @hook
     def req_finished(self, req: Req) -> None:

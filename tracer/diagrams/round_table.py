@@ -1,6 +1,7 @@
 """The round view: one round's batch as a table, a row per token as the seeds draw it — which request,
 which input id (and its text), at which position, written to which KV slot (out_cache_loc), whether it
-was a cached prefix or computed now, and whether its logits were sampled."""
+was a cached prefix or computed now (a draft token's row in a TARGET_VERIFY round), and whether its logits
+were sampled."""
 
 from __future__ import annotations
 
@@ -21,7 +22,11 @@ def row_cells(row: BatchRow, k: int | None, texts: dict[int, str]) -> list[str]:
         "yes" if row.sampled else "")
     return ["" if k is None else str(k), short_rid(row.rid), str(row.position),
             "?" if row.input_id is None else str(row.input_id), text,
-            "?" if row.slot is None else str(row.slot), "cached prefix" if row.cached else "new", sampled]
+            "?" if row.slot is None else str(row.slot), _kv(row), sampled]
+
+
+def _kv(row: BatchRow) -> str:
+    return "cached prefix" if row.cached else "new (draft)" if row.draft else "new"
 
 
 def table_rows(state: RoundState, texts: dict[int, str]) -> list[list[str]]:
@@ -43,7 +48,8 @@ def _html(state: RoundState, trace: Trace, rid: str | None) -> Html:
     cached = sum(1 for r in b.rows if r.cached)
     head = (f"round {state.round} · {b.mode} · {len(b.rids)} request{'s' if len(b.rids) != 1 else ''} · "
             f"{len(b.forward_rows)} row{'s' if len(b.forward_rows) != 1 else ''} computed"
-            + (f" · {cached} cached prefix rows shown" if cached else ""))
+            + (f" · {cached} cached prefix rows shown" if cached else "")
+            + (f" · {drafts} of them draft rows" if (drafts := sum(r.draft for r in b.rows)) else ""))
     rows = [f'<TR><TD COLSPAN="{len(COLUMNS)}"><B>{html_text(head)}</B></TD></TR>',
             "<TR>" + "".join(f"<TD><B>{html_text(c)}</B></TD>" for c in COLUMNS) + "</TR>"]
     for row, cells in zip(b.rows, table_rows(state, texts)):
