@@ -41,6 +41,15 @@ class ServerArgs:
     # decode step, and 1-token matches are right too rarely to pay for theirs: benchmarks/bench_spec.py)
     speculative_ngram_min_match_window_size: int = 3
     speculative_ngram_max_match_window_size: int = 12  # longest suffix tried first
+    # tensor parallelism (minisgl/distributed/): ranks, and the machines ("nodes") they run on
+    tp_size: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    dist_init_addr: str | None = None  # host:port where the ranks meet; None: a free local port (one node)
+
+    @property
+    def tp_size_per_node(self) -> int:
+        return self.tp_size // self.nnodes
 
     def __post_init__(self) -> None:
         if self.chunked_prefill_size is not None and self.chunked_prefill_size <= 0:
@@ -100,6 +109,9 @@ class ServerArgs:
             raise ValueError("--speculative-algorithm and --enable-overlap-schedule cannot be combined: a round's "
                              "drafts come from the tokens of the round before, which the overlap loop has not "
                              "processed yet when it forms the next round")
+        from minisgl.distributed.launch import validate_parallel_args
+
+        validate_parallel_args(self)
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -167,6 +179,10 @@ class ServerArgs:
         g.add_argument("--speculative-ngram-max-match-window-size", type=int,
                        default=d.speculative_ngram_max_match_window_size,
                        help="longest suffix tried first (the longest match wins, then the most recent)")
+
+        from minisgl.distributed.launch import add_parallel_cli_args
+
+        add_parallel_cli_args(parser, d)
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:

@@ -15,6 +15,7 @@ from tracer.event import Event
 from tracer.reader import Trace
 from tracer.replay import replay
 from tracer.state import TREE, UNASSIGNED
+from tracer.tp_ranks import check_tp_ranks
 from tracer.tree import tree_slots
 
 SCHED_TERMINAL = (S.SCHED_FINISHED, S.SCHED_REFUSED)
@@ -28,7 +29,8 @@ def check_trace(trace: Trace) -> list[str]:
     """Every failed invariant, one line each; an empty list means the trace is consistent. With several
     data-parallel scheduler ranks, the scheduler's own invariants (KV, rounds, replay, admission) are checked
     on each rank's view (tracer/dp_ranks.py), prefixed with the rank's process name."""
-    out = check_sequence(trace) + check_ipc(trace) + check_lifecycles(trace) + check_tokens(trace)
+    out = (check_sequence(trace) + check_ipc(trace) + check_lifecycles(trace) + check_tokens(trace)
+           + check_tp_ranks(trace))
     ranks = dp_scheduler_procs(trace)
     if not ranks:
         return out + _check_scheduler(trace)

@@ -16,6 +16,7 @@ from typing import Any
 
 from tracer.api import SCHEMA_VERSION
 from tracer.event import Event
+from tracer.tp_ranks import split_tp_ranks
 
 REQUIRED = ("v", "seq", "ts", "proc", "pid", "name")
 ROUND_EVENTS = ("sched.batch_formed", "sched.round_end")
@@ -43,9 +44,12 @@ class ProcessInfo:
 class Trace:
     """The merged events of a trace folder, with indexes by request and by round."""
 
-    def __init__(self, folder: Path, events: list[Event], processes: list[ProcessInfo], warnings: list[str]):
+    def __init__(self, folder: Path, events: list[Event], processes: list[ProcessInfo], warnings: list[str],
+                 tp_rank_events: dict[str, list[Event]] | None = None):
         self.folder = folder
         self.events = events
+        # tensor parallelism: ranks 1..N-1's scheduler events, kept beside the timeline (tracer/tp_ranks.py)
+        self.tp_rank_events: dict[str, list[Event]] = tp_rank_events or {}
         self.warnings = warnings  # e.g. a torn last line that was skipped
         self.cache: dict[str, Any] = {}  # what readers derive from the events (replay's checkpoints); extend clears it
         self._processes = processes
@@ -72,6 +76,9 @@ class Trace:
         since another process's late line can belong earlier on the clock."""
         if processes is not None:
             self._processes = processes
+        events, ranks = split_tp_ranks(events)
+        for proc, evs in ranks.items():
+            self.tp_rank_events.setdefault(proc, []).extend(evs)
         if not events:
             return len(self.events)
         new = sorted(events, key=_order)
@@ -135,10 +142,11 @@ def load_trace(folder: str | Path) -> Trace:
             warnings.append(warning)
     if not events:
         raise TraceError(f"trace folder {folder} has no events (every *.jsonl file is empty)")
+    events, tp_rank_events = split_tp_ranks(events)
     events.sort(key=_order)
     for i, ev in enumerate(events):
         ev.index = i
-    return Trace(folder, events, processes, warnings)
+    return Trace(folder, events, processes, warnings, tp_rank_events)
 
 
 class TraceTail:

@@ -207,7 +207,9 @@ MODEL_FORWARD = _event("model.forward", {
     "type": "ForwardBatch", "forward_mode": "EXTEND, DECODE, MIXED or TARGET_VERIFY",
     "num_rows": "rows in the batch",
     "positions": tensors("each row's position"), "input_ids": tensors("each row's input id"),
-    "out_cache_loc": tensors("each row's KV slot"), "duration_ms": "on E: the forward's time"})
+    "out_cache_loc": tensors("each row's KV slot"), "duration_ms": "on E: the forward's time",
+    "tp_size": "on E, with --tp-size > 1: the ranks", "all_reduce": "on E, tp: all-reduces in this forward",
+    "all_gather": "on E, tp: all-gathers in this forward", "comm_ms": "on E, tp: time in those collectives"})
 
 # ---- detok: the Detokenizer -----------------------------------------------------------------------
 DETOK_DECODED = _event("detok.decoded", {

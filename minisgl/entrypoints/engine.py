@@ -45,6 +45,9 @@ class Engine:
         if self.server_args.dp_size != 1:
             raise ValueError("--dp-size > 1 runs one scheduler process per rank: it needs `minisgl serve`, the "
                              "offline Engine runs one scheduler in its own process")
+        if self.server_args.tp_size > 1:
+            raise ValueError("the offline Engine runs in one process: --tp-size > 1 needs `minisgl serve`, "
+                             "which starts one scheduler process per rank")
         if _loaded is None:
             source = resolve_model(self.server_args.model)
             self.model_config = load_model_config(source)

@@ -18,6 +18,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minisgl.distributed.communication_op import (
+    tensor_model_parallel_all_gather,
+    tensor_model_parallel_all_reduce,
+)
+from minisgl.distributed.parallel_state import (
+    divide,
+    get_tensor_model_parallel_rank,
+    get_tensor_model_parallel_world_size,
+)
+
 logger = logging.getLogger(__name__)
 
 PACKED_DTYPES = (torch.bfloat16,)
@@ -91,3 +101,80 @@ def pack_linear_weights(model: nn.Module) -> int:
     if count:
         logger.info("packed %d linear weights for oneDNN", count)
     return count
+
+
+# ---- tensor parallelism (SGLang's classes): each rank holds a slice of the weight ----------------------
+# Column-parallel: the output features are split, each rank computes its slice, no communication.
+# Row-parallel: the input features are split, each rank computes a partial sum, an all-reduce adds them.
+# A column-parallel layer followed by a row-parallel one (qkv -> o, gate_up -> down) talks once.
+# With one rank every class is exactly the Linear above, loaded with the whole weight.
+
+
+def copy_rank_slice(dst: torch.Tensor, src: torch.Tensor, dim: int, rank: int, tp_size: int) -> None:
+    """dst <- rank `rank`'s slice of `src` along `dim`; `src` must be exactly tp_size slices of dst's shape."""
+    want = list(dst.shape)
+    want[dim] *= tp_size
+    if list(src.shape) != want:
+        raise ValueError(f"expected {want}")
+    dst.copy_(src.narrow(dim, rank * dst.shape[dim], dst.shape[dim]))
+
+
+class ColumnParallelLinear(Linear):
+    def __init__(self, input_size: int, output_size: int, bias: bool = True, gather_output: bool = False):
+        self.tp_rank, self.tp_size = get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size()
+        super().__init__(input_size, divide(output_size, self.tp_size, "output features"), bias=bias)
+        self.gather_output = gather_output
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self._forward_method(x)
+        return tensor_model_parallel_all_gather(out) if self.gather_output else out
+
+    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, shard_id=None) -> None:
+        copy_rank_slice(param, loaded_weight, 0, self.tp_rank, self.tp_size)
+
+
+class MergedColumnParallelLinear(ColumnParallelLinear):
+    """Several column-parallel outputs in one matmul (gate_proj and up_proj): each rank holds its slice of each."""
+
+    def __init__(self, input_size: int, output_sizes: list[int], bias: bool = True):
+        self.output_sizes = output_sizes
+        super().__init__(input_size, sum(output_sizes), bias=bias)
+
+    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, shard_id: int) -> None:
+        size = self.output_sizes[shard_id] // self.tp_size
+        offset = sum(self.output_sizes[:shard_id]) // self.tp_size
+        copy_rank_slice(param.narrow(0, offset, size), loaded_weight, 0, self.tp_rank, self.tp_size)
+
+
+class QKVParallelLinear(ColumnParallelLinear):
+    """q, k and v in one matmul, split by attention heads: rank r holds query heads and key/value heads r/N."""
+
+    def __init__(self, hidden_size: int, head_size: int, total_num_heads: int, total_num_kv_heads: int,
+                 bias: bool = True):
+        tp_size = get_tensor_model_parallel_world_size()
+        self.head_size = head_size
+        self.num_heads = divide(total_num_heads, tp_size, "attention heads")
+        self.num_kv_heads = divide(total_num_kv_heads, tp_size, "key/value heads")
+        super().__init__(hidden_size, (total_num_heads + 2 * total_num_kv_heads) * head_size, bias=bias)
+
+    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, shard_id: str) -> None:
+        q, kv = self.num_heads * self.head_size, self.num_kv_heads * self.head_size
+        offset, size = {"q": (0, q), "k": (q, kv), "v": (q + kv, kv)}[shard_id]
+        copy_rank_slice(param.narrow(0, offset, size), loaded_weight, 0, self.tp_rank, self.tp_size)
+
+
+class RowParallelLinear(Linear):
+    def __init__(self, input_size: int, output_size: int, bias: bool = True, reduce_results: bool = True):
+        self.tp_rank, self.tp_size = get_tensor_model_parallel_rank(), get_tensor_model_parallel_world_size()
+        super().__init__(divide(input_size, self.tp_size, "input features"), output_size, bias=bias)
+        self.reduce_results = reduce_results
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self._forward_method(x)
+        return tensor_model_parallel_all_reduce(out) if self.reduce_results and self.tp_size > 1 else out
+
+    def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, shard_id=None) -> None:
+        if param.dim() == 1:  # the bias is added once: rank 0 holds it, the others add zeros before the sum
+            copy_rank_slice(param, loaded_weight if self.tp_rank == 0 else torch.zeros_like(loaded_weight), 0, 0, 1)
+            return
+        copy_rank_slice(param, loaded_weight, 1, self.tp_rank, self.tp_size)

@@ -1,8 +1,15 @@
 """Keep only the rows whose next token is sampled, then project them to vocabulary logits.
 
 In EXTEND a request contributes many rows but only its last one predicts a new token: the seeds' nine
+<<<<<<< HEAD
+input rows of R1 and R2 give two logit rows.
+
+With tensor parallelism each rank holds a slice of the vocabulary (ParallelLMHead): it computes the
+logits of its own tokens, and an all-gather puts every rank's slices side by side (the padding cut off).
+=======
 input rows of R1 and R2 give two logit rows. TARGET_VERIFY (speculative decoding) keeps every row: each
 draft token is checked against the argmax of the row before it.
+>>>>>>> main
 """
 
 from __future__ import annotations
@@ -11,13 +18,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minisgl.distributed.communication_op import tensor_model_parallel_all_gather
+from minisgl.distributed.parallel_state import get_tensor_model_parallel_world_size
 from minisgl.layers.linear import pack_weight, packed_linear
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 
 
 class LogitsProcessor(nn.Module):
-    def __init__(self):
+    def __init__(self, vocab_size: int | None = None):
         super().__init__()
+        self.vocab_size = vocab_size  # the real vocabulary: what is left after gathering the padded slices
+        self.tp_size = get_tensor_model_parallel_world_size()
         self.packed_lm_head = None  # lm_head's weight packed for oneDNN, if pack() could
 
     @property
@@ -38,7 +49,10 @@ class LogitsProcessor(nn.Module):
     def forward(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
         if forward_batch.forward_mode.is_extend():  # not TARGET_VERIFY: all its rows are scored
             hidden_states = hidden_states[forward_batch.last_row_indices()]
-        return self._project(hidden_states, lm_head_weight).float()
+        logits = self._project(hidden_states, lm_head_weight)
+        if self.tp_size > 1:
+            logits = tensor_model_parallel_all_gather(logits)[:, : self.vocab_size]
+        return logits.float()
 
     def _project_native(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
         return F.linear(hidden_states, lm_head_weight)

@@ -54,13 +54,17 @@ def resolve_device(name: str) -> torch.device:
 
 class ModelRunner:
     def __init__(self, model_config: ModelConfig, source: ModelSource, server_args: ServerArgs,
-                 model: torch.nn.Module | None = None):
+                 model: torch.nn.Module | None = None, tp_rank: int = 0):
         """`model`: weights already loaded by another runner (same dtype and device) to share. This runner
-        runs them through its own module objects (see share_modules), so its kernel choice is its own."""
+        runs them through its own module objects (see share_modules), so its kernel choice is its own.
+        `tp_rank`: this process's rank of --tp-size (each rank builds its own runner over its slice)."""
         self.model_config = model_config
         self.server_args = server_args
         self.source = source
+        self.tp_rank, self.tp_size = tp_rank, server_args.tp_size
         self.device = resolve_device(server_args.device)
+        if self.tp_size > 1:
+            self.init_torch_distributed()
         self.dtype = resolve_dtype(server_args.dtype, server_args.device)
         self.context_len = server_args.context_length or model_config.context_len
         self.model = share_modules(model) if model is not None else self._load_model(source)
@@ -69,6 +73,17 @@ class ModelRunner:
         set_kernel_layers(self.model, self.use_cpu_kernels)
         self.attn_backend = create_attn_backend(self.use_cpu_kernels)
         logger.info("attention backend: %r", self.attn_backend)
+
+    def init_torch_distributed(self) -> None:
+        """Join the other ranks (SGLang's name): every rank's layers then hold only their slice."""
+        from minisgl.distributed.parallel_state import (
+            init_distributed_environment,
+            model_parallel_is_initialized,
+        )
+
+        if not model_parallel_is_initialized():
+            init_distributed_environment(self.tp_size, self.tp_rank, f"tcp://{self.server_args.dist_init_addr}",
+                                         self.server_args.device, self.tp_rank % self.server_args.tp_size_per_node)
 
     def _want_cpu_kernels(self) -> bool:
         """--cpu-kernels: auto uses them where they build and fit (cpu, float32 or bfloat16); on insists."""
@@ -104,16 +119,21 @@ class ModelRunner:
 
     def _init_memory_pool(self) -> None:
         c, args = self.model_config, self.server_args
-        per_token = TokenToKVPool.bytes_per_token(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, self.dtype)
+        kv_heads = c.num_key_value_heads // self.tp_size  # this rank's heads (the model checked they divide)
+        per_token = TokenToKVPool.bytes_per_token(c.num_hidden_layers, kv_heads, c.head_dim, self.dtype)
         if args.max_total_tokens is not None:
             size = args.max_total_tokens
         else:
             size = int(_available_memory_bytes(self.device) * args.mem_fraction_static // per_token)
             size = min(size, args.max_running_requests * self.context_len)
+            if self.tp_size > 1:  # every rank must schedule alike: all take the smallest rank's pool
+                from minisgl.distributed.communication_op import all_reduce_min_int
+
+                size = all_reduce_min_int(size)
         self.max_total_num_tokens = size
         self.req_to_token_pool = ReqToTokenPool(args.max_running_requests, self.context_len, self.device)
         self.token_to_kv_pool = TokenToKVPool(
-            size, c.num_hidden_layers, c.num_key_value_heads, c.head_dim, self.dtype, self.device
+            size, c.num_hidden_layers, kv_heads, c.head_dim, self.dtype, self.device
         )
         logger.info("KV cache: %d slots, %.1f MiB", size, size * per_token / 2**20)
 

@@ -12,26 +12,36 @@ import torch
 from torch import nn
 
 from minisgl.configs.model_config import ModelConfig, UnsupportedModel
+from minisgl.distributed.parallel_state import divide, get_tensor_model_parallel_world_size
 from minisgl.layers.activation import SiluAndMul
 from minisgl.layers.layernorm import RMSNorm
-from minisgl.layers.linear import Linear, pack_linear_weights
+from minisgl.layers.linear import (
+    MergedColumnParallelLinear,
+    QKVParallelLinear,
+    RowParallelLinear,
+    pack_linear_weights,
+)
 from minisgl.layers.logits_processor import LogitsProcessor
 from minisgl.layers.radix_attention import RadixAttention
 from minisgl.layers.rotary_embedding import RotaryEmbedding, apply_rotary_emb
+from minisgl.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 
 
 class LlamaAttention(nn.Module):
     def __init__(self, config: ModelConfig, layer_id: int):
         super().__init__()
-        self.num_heads = config.num_attention_heads
-        self.num_kv_heads = config.num_key_value_heads
+        tp_size = get_tensor_model_parallel_world_size()  # this rank's heads: 1/tp_size of each kind
+        self.num_heads = divide(config.num_attention_heads, tp_size, "attention heads")
+        self.num_kv_heads = divide(config.num_key_value_heads, tp_size, "key/value heads")
         self.head_dim = config.head_dim
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
         # q, k and v share one matmul: the fused weight is [q_size + 2 * kv_size, hidden]
-        self.qkv_proj = Linear(config.hidden_size, self.q_size + 2 * self.kv_size, bias=config.attention_bias)
-        self.o_proj = Linear(self.q_size, config.hidden_size, bias=config.o_proj_bias)
+        self.qkv_proj = QKVParallelLinear(config.hidden_size, self.head_dim, config.num_attention_heads,
+                                          config.num_key_value_heads, bias=config.attention_bias)
+        self.o_proj = RowParallelLinear(config.num_attention_heads * self.head_dim, config.hidden_size,
+                                        bias=config.o_proj_bias)
         if config.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
@@ -53,8 +63,8 @@ class LlamaAttention(nn.Module):
 class LlamaMLP(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.gate_up_proj = Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
-        self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.gate_up_proj = MergedColumnParallelLinear(config.hidden_size, [config.intermediate_size] * 2, bias=False)
+        self.down_proj = RowParallelLinear(config.intermediate_size, config.hidden_size, bias=False)
         self.act_fn = SiluAndMul()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -83,9 +93,7 @@ class LlamaDecoderLayer(nn.Module):
 class LlamaModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        # an empty weight: the checkpoint fills it (a default Embedding would draw random numbers first)
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size,
-                                         _weight=torch.empty(config.vocab_size, config.hidden_size))
+        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, config.hidden_size)
         self.rotary_emb = RotaryEmbedding(config.head_dim, config.max_position_embeddings, config.rope_theta,
                                           config.rope_scaling)
         self.layers = nn.ModuleList(LlamaDecoderLayer(config, i) for i in range(config.num_hidden_layers))
@@ -107,9 +115,9 @@ class LlamaForCausalLM(nn.Module):
         self.config = config
         self.model = LlamaModel(config)
         # tied: the embedding matrix doubles as the output projection (the checkpoint has no lm_head).
-        # A plain nn.Linear, only a weight holder: the logits processor computes (and packs) the product.
-        self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self.logits_processor = LogitsProcessor()
+        # Only a weight holder: the logits processor computes (and packs) the product.
+        self.lm_head = None if config.tie_word_embeddings else ParallelLMHead(config.vocab_size, config.hidden_size)
+        self.logits_processor = LogitsProcessor(config.vocab_size)
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
@@ -125,7 +133,7 @@ class LlamaForCausalLM(nn.Module):
         return count + self.logits_processor.pack(self.lm_head_weight())
 
     # Hugging Face checkpoint names -> (fused parameter, which shard)
-    _stacked = (("qkv_proj", "q_proj", 0), ("qkv_proj", "k_proj", 1), ("qkv_proj", "v_proj", 2),
+    _stacked = (("qkv_proj", "q_proj", "q"), ("qkv_proj", "k_proj", "k"), ("qkv_proj", "v_proj", "v"),
                 ("gate_up_proj", "gate_proj", 0), ("gate_up_proj", "up_proj", 1))
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -139,7 +147,7 @@ class LlamaForCausalLM(nn.Module):
             for fused, part, shard in self._stacked:
                 if f".{part}." in name:
                     target = name.replace(part, fused)
-                    self._copy(params, target, w, name, self._shard_range(part, shard))
+                    self._copy(params, target, w, name, shard)
                     break
             else:
                 self._copy(params, name, w, name)
@@ -153,20 +161,29 @@ class LlamaForCausalLM(nn.Module):
         parts = [param_name.replace(f, p) for f, p, _ in self._stacked if f".{f}." in param_name]
         return parts or [param_name]
 
-    def _shard_range(self, part: str, shard: int) -> tuple[int, int]:
+    def _shard_range(self, shard_id) -> tuple[int, int]:
         attn = self.model.layers[0].self_attn
-        if part in ("q_proj", "k_proj", "v_proj"):
-            sizes = [attn.q_size, attn.kv_size, attn.kv_size]
-        else:
-            sizes = [self.config.intermediate_size] * 2
+        sizes = [attn.q_size, attn.kv_size, attn.kv_size] if shard_id in ("q", "k", "v") else [self.config.intermediate_size] * 2
+        shard = "qkv".index(shard_id) if isinstance(shard_id, str) else shard_id
         start = sum(sizes[:shard])
         return start, start + sizes[shard]
 
-    def _copy(self, params: dict, target: str, w: torch.Tensor, name: str, rows=None) -> None:
+    def _copy(self, params: dict, target: str, w: torch.Tensor, name: str, shard_id=None) -> None:
+        """Fill one parameter (or one shard of a fused one) with this rank's slice of checkpoint weight `w`."""
         if target not in params:
             raise UnsupportedModel(f"unexpected weight {name!r} in checkpoint for {self.config.architecture}")
-        param = params[target] if rows is None else params[target][rows[0] : rows[1]]  # rows: one shard
-        if param.shape != w.shape:
-            raise UnsupportedModel(f"weight {name!r} has shape {list(w.shape)}, expected {list(param.shape)}")
+        param = params[target]
+        module = self.get_submodule(target.rpartition(".")[0])
+        loader = getattr(module, "weight_loader", None)
         with torch.no_grad():
-            param.copy_(w)
+            if loader is None:  # a norm (every rank holds all of it), or a quantized layer's bias (one rank)
+                if shard_id is not None:
+                    param = param[slice(*self._shard_range(shard_id))]
+                if param.shape != w.shape:
+                    raise UnsupportedModel(f"weight {name!r} has shape {list(w.shape)}, expected {list(param.shape)}")
+                param.copy_(w)
+                return
+            try:
+                loader(param, w, shard_id)
+            except ValueError as e:  # loaders say which whole shape they expected
+                raise UnsupportedModel(f"weight {name!r} has shape {list(w.shape)}, {e}") from None

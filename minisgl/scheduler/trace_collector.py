@@ -18,6 +18,8 @@ import functools
 import itertools
 from typing import TYPE_CHECKING
 
+from minisgl.distributed.communication_op import comm_stats
+from minisgl.distributed.parallel_state import get_tensor_model_parallel_world_size
 from tracer.api import LEVEL_TENSORS, LEVEL_TOKENS, tracer
 
 if TYPE_CHECKING:
@@ -194,7 +196,14 @@ class SchedulerTraceCollector:
 
     @hook
     def forward_end(self, batch: ScheduleBatch, seconds: float) -> None:
-        tracer.end("model.forward", rids=[r.rid for r in batch.reqs], duration_ms=round(seconds * 1000, 3))
+        rids, duration_ms = [r.rid for r in batch.reqs], round(seconds * 1000, 3)
+        tp_size = get_tensor_model_parallel_world_size()
+        if tp_size == 1:
+            tracer.end("model.forward", rids=rids, duration_ms=duration_ms)
+            return
+        comm = comm_stats.take()  # with --tp-size > 1: the forward's collectives, summed
+        tracer.end("model.forward", rids=rids, duration_ms=duration_ms, tp_size=tp_size,
+                   all_reduce=comm.all_reduce, all_gather=comm.all_gather, comm_ms=comm.comm_ms)
 
     # ---- its results ----------------------------------------------------------------------------
     def result_of_round(self, round_: int) -> None:

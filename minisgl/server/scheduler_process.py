@@ -18,10 +18,13 @@ logger = logging.getLogger(__name__)
 
 
 def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
-                          pipe_writer: Connection, dp_rank: int | None = None) -> None:
+                          pipe_writer: Connection, dp_rank: int | None = None, tp_rank: int = 0) -> None:
     """dp_rank None: the one scheduler (process `scheduler`); else one data-parallel rank (`scheduler_dp0`, …),
-    which receives from the DataParallelController and reports its load back to it."""
-    name = "scheduler" if dp_rank is None else f"scheduler_dp{dp_rank}"
+    which receives from the DataParallelController and reports its load back to it. tp_rank: with --tp-size
+    N > 1, this process's tensor-parallel rank (rank 0 is `scheduler`, the others `scheduler_tp1`, …)."""
+    from minisgl.distributed.launch import scheduler_process_name
+
+    name = scheduler_process_name(tp_rank) if dp_rank is None else f"scheduler_dp{dp_rank}"
     setup_child_process(name, http_args.log_level, http_args.trace_dir, http_args.trace_level, port_args.ipc_dir)
     from minisgl.configs.model_config import UnsupportedModel
     from minisgl.model_loader.bundled import ModelNotFound
@@ -30,7 +33,7 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
         from minisgl.labs.swap import apply_from_env
 
         apply_from_env(quiet=True)  # a lab's component (MINISGL_LAB), installed before anything is built
-        scheduler = _build_scheduler(server_args, port_args, dp_rank)
+        scheduler = _build_scheduler(server_args, port_args, dp_rank, tp_rank)
     except Exception as e:
         logger.exception("the scheduler could not start")
         pipe_writer.send({"status": "error", "message": one_line(e),
@@ -69,7 +72,7 @@ def _event_loop_reporting_load(scheduler, port_args: PortArgs) -> None:
             sender.send(load)
 
 
-def _build_scheduler(server_args: ServerArgs, port_args: PortArgs, dp_rank: int | None):
+def _build_scheduler(server_args: ServerArgs, port_args: PortArgs, dp_rank: int | None, tp_rank: int = 0):
     from minisgl.model_executor.model_runner import ModelRunner
     from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
     from minisgl.scheduler.scheduler import Scheduler
@@ -77,12 +80,19 @@ def _build_scheduler(server_args: ServerArgs, port_args: PortArgs, dp_rank: int 
     source = resolve_model(server_args.model)
     config = load_model_config(source)
     tokenizer = load_tokenizer(source)
-    runner = ModelRunner(config, source, server_args)
+    runner = ModelRunner(config, source, server_args, tp_rank=tp_rank)
     context = zmq.Context()
-    if dp_rank is None:
-        recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name, src="tokenizer_manager")
-    else:
+    if dp_rank is not None:
         recv_from_tokenizer = PullReceiver(context, port_args.for_dp_rank(dp_rank).scheduler_input_ipc_name,
                                            src="data_parallel_controller")
-    send_to_detokenizer = PushSender(context, port_args.detokenizer_ipc_name, dst="detokenizer")
+    elif tp_rank == 0:
+        recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name, src="tokenizer_manager")
+    else:  # with --tp-size N the other ranks get rank 0's inputs (distributed/scheduler_io.py)
+        recv_from_tokenizer = None
+    send_to_detokenizer = PushSender(context, port_args.detokenizer_ipc_name, dst="detokenizer") if tp_rank == 0 else None
+    if server_args.tp_size > 1:
+        from minisgl.distributed.scheduler_io import NoSender, TpBroadcastReceiver
+
+        recv_from_tokenizer = TpBroadcastReceiver(recv_from_tokenizer)
+        send_to_detokenizer = send_to_detokenizer or NoSender()
     return Scheduler(server_args, runner, tokenizer, recv_from_tokenizer, send_to_detokenizer, dp_rank or 0)

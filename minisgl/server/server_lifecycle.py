@@ -56,8 +56,20 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
 
     logging.basicConfig(level=http_args.log_level.upper(),
                         format="[tokenizer_manager %(process)d] %(levelname)s %(name)s: %(message)s")
+    from minisgl.distributed.launch import check_heads, with_dist_init_addr
+
     source = resolve_model(server_args.model)  # a missing model fails here, before any child starts
     model_config = load_model_config(source)
+    check_heads(server_args, model_config.num_attention_heads, model_config.num_key_value_heads)
+    server_args = with_dist_init_addr(server_args)  # --tp-size N on one node: the ranks meet on a free port
+    if server_args.node_rank > 0:  # only this node's scheduler ranks; node 0 serves HTTP
+        from minisgl.distributed.worker_node import launch_worker_node
+
+        stop = _StopFlag()
+        try:
+            return launch_worker_node(server_args, http_args, stop)
+        finally:
+            stop.restore()
     served_model_name = http_args.served_model_name or source.name
     trace_dir = http_args.resolve_trace_dir()
     if trace_dir is not None:

@@ -13,6 +13,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from minisgl.detokenizer.detokenizer_process import run_detokenizer_process
+from minisgl.distributed.launch import node_tp_ranks, scheduler_process_name
 from minisgl.server.data_parallel_controller import run_data_parallel_controller_process
 from minisgl.server.http_server_args import HttpServerArgs
 from minisgl.server.port_args import PortArgs
@@ -69,13 +70,14 @@ class EngineProcesses:
     def __init__(self, server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs):
         ctx = mp.get_context("spawn")
         self.children: list[ChildProcess] = []
-        if server_args.dp_size == 1:
-            targets = [("scheduler", run_scheduler_process, ())]
+        if server_args.dp_size == 1:  # one scheduler per tensor-parallel rank on this node (distributed/launch.py)
+            targets = [(scheduler_process_name(r), run_scheduler_process, (None, r)) for r in node_tp_ranks(server_args)]
         else:
             targets = [("data_parallel_controller", run_data_parallel_controller_process, ())]
             targets += [(f"scheduler_dp{rank}", run_scheduler_process, (rank,))
                         for rank in range(server_args.dp_size)]
-        targets.append(("detokenizer", run_detokenizer_process, ()))
+        if server_args.node_rank == 0:  # with tp ranks: right after rank 0, so "scheduler, detokenizer" lead
+            targets.insert(1 if server_args.dp_size == 1 else len(targets), ("detokenizer", run_detokenizer_process, ()))
         for name, target, extra in targets:
             reader, writer = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=target, args=(server_args, http_args, port_args, writer, *extra), name=name,
