@@ -1,15 +1,11 @@
 """Keep only the rows whose next token is sampled, then project them to vocabulary logits.
 
 In EXTEND a request contributes many rows but only its last one predicts a new token: the seeds' nine
-<<<<<<< HEAD
-input rows of R1 and R2 give two logit rows.
+input rows of R1 and R2 give two logit rows. TARGET_VERIFY (speculative decoding) keeps every row: each
+draft token is checked against the argmax of the row before it.
 
 With tensor parallelism each rank holds a slice of the vocabulary (ParallelLMHead): it computes the
 logits of its own tokens, and an all-gather puts every rank's slices side by side (the padding cut off).
-=======
-input rows of R1 and R2 give two logit rows. TARGET_VERIFY (speculative decoding) keeps every row: each
-draft token is checked against the argmax of the row before it.
->>>>>>> main
 """
 
 from __future__ import annotations
