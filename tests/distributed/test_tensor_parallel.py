@@ -8,21 +8,17 @@ refused, see test_parallel_layers.py). Each rank is a real process; the served t
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import socket
-import time
 from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 pytestmark = pytest.mark.slow
 
 TP = 3
 NEW_TOKENS = 16
-FLAGS = {"dtype": "float32", "max_total_tokens": 4096, "max_running_requests": 16}
 
 
 def _free_port() -> int:
@@ -31,62 +27,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank_generate(rank: int, port: int, prompts: list[list[int]], out: str) -> None:
-    torch.set_num_threads(1)
-    from minisgl.distributed.parallel_state import destroy_distributed_environment
-    from minisgl.model_executor.model_runner import ModelRunner
-    from minisgl.model_executor.static_generate import decode, extend, greedy_generate
-    from minisgl.model_loader.loader import load_model_config, resolve_model
-    from minisgl.server_args import ServerArgs
+def test_served_tp3_equals_tp1_and_its_trace_checks(base_engine, runner_fp32, chat_prompt_ids, tmp_path):
+    """The chat prompts' float32 greedy tokens through `minisgl serve --tp-size 3` (sent at once, so they
+    share batches) equal tp=1's, and a chat completion gives tp=1's text."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    source = resolve_model(None)
-    args = ServerArgs(**FLAGS, tp_size=TP, dist_init_addr=f"127.0.0.1:{port}")
-    runner = ModelRunner(load_model_config(source), source, args, tp_rank=rank)
-    try:
-        tokens = greedy_generate(runner, prompts, NEW_TOKENS)
-        seconds = _time_forwards(runner, prompts[0], extend, decode)
-        if rank == 0:
-            Path(out).write_text(json.dumps({"tokens": tokens, "seconds": seconds}))
-    finally:
-        destroy_distributed_environment()
-
-
-def _time_forwards(runner, prompt: list[int], extend, decode) -> dict:
-    """Median seconds of one prompt's EXTEND and of one DECODE step (batch 1), on this process's thread."""
-    idx = runner.req_to_token_pool.alloc(1)
-    times = {"extend": [], "decode": []}
-    for _ in range(5):
-        t0 = time.perf_counter()
-        _, loc = extend(runner, idx, [prompt], [0])
-        times["extend"].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        _, loc2 = decode(runner, idx, [prompt[-1]], [len(prompt) + 1])
-        times["decode"].append(time.perf_counter() - t0)
-        runner.token_to_kv_pool.free(torch.cat([loc, loc2]))
-    runner.req_to_token_pool.free(idx)
-    return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-
-
-def test_tp3_greedy_tokens_equal_tp1(runner_fp32, chat_prompt_ids, tmp_path):
-    from minisgl.model_executor.static_generate import decode, extend, greedy_generate
-
-    out = tmp_path / "rank0.json"
-    mp.spawn(_rank_generate, args=(_free_port(), chat_prompt_ids, str(out)), nprocs=TP, join=True)
-    got = json.loads(out.read_text())
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        want = greedy_generate(runner_fp32, chat_prompt_ids, NEW_TOKENS)
-        tp1 = _time_forwards(runner_fp32, chat_prompt_ids[0], extend, decode)
-    finally:
-        torch.set_num_threads(threads)
-    assert got["tokens"] == want
-    print(f"\nforward seconds, one thread per rank: tp=1 {tp1}, tp={TP} {got['seconds']}")
-
-
-def test_served_tp3_chat_equals_tp1_and_its_trace_checks(base_engine, tmp_path):
+    import httpx
     from openai import OpenAI
 
+    from minisgl.model_executor.static_generate import greedy_generate
     from tests.server.conftest import ENGINE_FLAGS, OneThreadEngine, ServeProcess, serve_flags
     from tracer.check import check_trace
     from tracer.reader import load_trace
@@ -94,6 +43,12 @@ def test_served_tp3_chat_equals_tp1_and_its_trace_checks(base_engine, tmp_path):
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     engine = OneThreadEngine(base_engine.fork(**ENGINE_FLAGS))  # tp=1, the server's flags, one thread
     ref = engine.generate(messages, {"max_new_tokens": NEW_TOKENS, "temperature": 0})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        want = greedy_generate(runner_fp32, chat_prompt_ids, NEW_TOKENS)  # no EOS cut: ignore_eos below
+    finally:
+        torch.set_num_threads(threads)
     trace_dir = tmp_path / "trace"
     srv = ServeProcess([*serve_flags(ENGINE_FLAGS), "--tp-size", str(TP), "--trace", str(trace_dir),
                         "--log-level", "warning"]).wait_ready()
@@ -105,6 +60,14 @@ def test_served_tp3_chat_equals_tp1_and_its_trace_checks(base_engine, tmp_path):
         resp = client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=NEW_TOKENS)
         assert resp.choices[0].message.content == ref["text"]
         assert resp.usage.completion_tokens == ref["usage"]["completion_tokens"]
+        params = {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}
+
+        def generate(ids: list[int]) -> list[int]:
+            r = httpx.post(f"{srv.url}/generate", json={"input_ids": ids, "sampling_params": params}, timeout=300)
+            return r.json()["output_ids"]
+
+        with ThreadPoolExecutor(len(chat_prompt_ids)) as pool:
+            assert list(pool.map(generate, chat_prompt_ids)) == want
     finally:
         code = srv.stop(signal.SIGINT)
     assert code == 0, srv.output()[-3000:]

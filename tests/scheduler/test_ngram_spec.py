@@ -170,12 +170,13 @@ def test_sampled_requests_decode_without_drafts(base_engine, tmp_path):
 
 
 RETRACT_PROMPTS = ["The history of the Roman empire", DAYS, "Dear diary, today I", "One, two, three, four, one, two,"]
-RETRACT_PARAMS = {"max_new_tokens": 40, "temperature": 0, "ignore_eos": True}
+RETRACT_PARAMS = {"max_new_tokens": 28, "temperature": 0, "ignore_eos": True}
 
 
 def test_retraction_keeps_the_tokens(base_engine):
     want = outputs(base_engine.fork(), RETRACT_PROMPTS, RETRACT_PARAMS)
-    for flags in (dict(max_total_tokens=130), dict(max_total_tokens=130, disable_radix_cache=True)):
+    # about 50 prompt tokens and 4 x 28 new ones: 100 slots admit all four, then run out while decoding
+    for flags in (dict(max_total_tokens=100), dict(max_total_tokens=100, disable_radix_cache=True)):
         tight = base_engine.fork(**{**SPEC, **flags})
         assert outputs(tight, RETRACT_PROMPTS, RETRACT_PARAMS) == want
         assert tight.scheduler.num_retracted > 0, "the pool must be small enough to force a retraction"
