@@ -128,7 +128,11 @@ def test_three_nodes_on_localhost_serve_like_one(base_engine, tmp_path):
     # node 0 gone, the other nodes' ranks lose their peer and end: each node says so and exits 1
     assert all(w.returncode == 1 and "scheduler_tp" in out and "died" in out for w, out in zip(workers, outs)), outs
     assert all(f"node {k} of {TP}: starting scheduler ranks {k}" in out for k, out in enumerate(outs, 1)), outs
-    assert srv.alive_descendants() == [] and not [p for p in kids if p.is_running() and p.status() != "zombie"]
+    assert srv.alive_descendants() == []
+    # the other nodes' own children (their ranks, torch's resource tracker) end by themselves; one may still
+    # be exiting when its node's process has already returned, so give them a bounded moment
+    _, alive = psutil.wait_procs(kids, timeout=30)
+    assert not [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], alive
     trace = load_trace(trace_dir)
     assert sorted(trace.tp_rank_events) == [f"scheduler_tp{r}" for r in range(1, TP)]
     assert check_trace(trace) == []
