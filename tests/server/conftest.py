@@ -50,8 +50,8 @@ class ServeProcess:
                 self.ipc_dir = m.group(1)
             if m := re.search(r"tracing to (.+) \(level", line):
                 self.trace_dir = m.group(1)
-            if m := re.search(r"ready at (http://\S+) .*scheduler pid (\d+), detokenizer pid (\d+)", line):
-                self.pids = {"scheduler": int(m.group(2)), "detokenizer": int(m.group(3))}
+            if m := re.search(r"ready at (http://\S+) \(model [^;]+; (.*)\)", line):  # every process's pid
+                self.pids = {name: int(pid) for name, pid in re.findall(r"(\w+) pid (\d+)", m.group(2))}
                 self.url = m.group(1)
                 self._ready.set()
         self._ready.set()

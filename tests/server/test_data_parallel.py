@@ -29,27 +29,10 @@ QUESTIONS = ["What is the capital of China?", "Name a primary color.", "What is 
 MAX_TOKENS = 8
 
 
-class DataParallelServe(ServeProcess):
-    """ServeProcess, reading the ready line of a --dp-size server (controller, ranks, detokenizer pids)."""
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-            if m := re.search(r"sockets in (\S+)\)", line):
-                self.ipc_dir = m.group(1)
-            if m := re.search(r"tracing to (.+) \(level", line):
-                self.trace_dir = m.group(1)
-            if m := re.search(r"ready at (http://\S+) \(model [^;]+; (.*)\)", line):
-                self.pids = {name: int(pid) for name, pid in re.findall(r"(\w+) pid (\d+)", m.group(2))}
-                self.url = m.group(1)
-                self._ready.set()
-        self._ready.set()
-
-
 @pytest.fixture(scope="module")
 def dp_server(tmp_path_factory):
     trace_dir = tmp_path_factory.mktemp("dp-trace")
-    srv = DataParallelServe([*serve_flags(DP_FLAGS), "--dp-size", "2", "--load-balance-method", "round_robin",
+    srv = ServeProcess([*serve_flags(DP_FLAGS), "--dp-size", "2", "--load-balance-method", "round_robin",
                              "--trace", str(trace_dir), "--log-level", "warning"]).wait_ready()
     yield srv
     srv.stop(signal.SIGKILL if srv.proc.poll() is None else signal.SIGINT)  # the last test stops it cleanly
