@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.minisgl-installed
 
-.PHONY: demo test bench clean-venv graphviz compiler chromium mermaid lessons lessons-serve router-env
+.PHONY: demo test test-setup system-packages bench clean-venv graphviz compiler chromium mermaid lessons lessons-serve router-env
 
 $(STAMP): pyproject.toml Makefile
 	@echo "== creating $(VENV) (first use only)"
@@ -104,8 +104,31 @@ router-env:
 # so two workers keep both cores busy (tests/conftest.py keeps tests that share an expensive fixture on one
 # worker). TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
-test: graphviz compiler chromium mermaid router-env $(STAMP)
+test:
+	@$(MAKE) --no-print-directory -j4 test-setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+
+# What the tests need, made side by side (`make test` runs this with -j): the Debian packages in one apt-get
+# (apt runs one at a time), mermaid, the router's venv and .venv are independent of each other.
+test-setup: system-packages mermaid router-env $(STAMP)
+
+# graphviz, g++, chromium and its CJK font in one apt-get where some are missing and we are root; then each
+# one's own target checks again and says what is still missing and what that means.
+system-packages:
+	@missing=""; \
+	command -v dot >/dev/null 2>&1 || missing="$$missing graphviz"; \
+	command -v $${CXX:-g++} >/dev/null 2>&1 || missing="$$missing g++"; \
+	{ command -v chromium >/dev/null 2>&1 && fc-list :lang=zh 2>/dev/null | grep -q .; } \
+	  || missing="$$missing chromium fonts-wqy-zenhei"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "== Debian packages:$$missing (diagrams, the CPU kernels, the lesson-site browser tests)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends $$missing >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; } \
+	  || true; \
+	fi; \
+	$(MAKE) --no-print-directory graphviz compiler chromium
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_forward.py
