@@ -1,8 +1,8 @@
 """Tensor parallelism on the real model: --tp-size 3 on gloo (cpu) against --tp-size 1.
 
 SmolLM2-135M has 9 query heads and 3 key/value heads: 3 is the only size > 1 that divides both (2 is
-refused, see test_parallel_layers.py). Each rank is a real process; the served test runs a real
-`minisgl serve --tp-size 3` (one scheduler process per rank, rank 0 broadcasting its inputs).
+refused, see test_parallel_layers.py). Each rank is a real process: three `minisgl serve`
+"nodes" on localhost, one scheduler rank each, rank 0 broadcasting its inputs.
 """
 
 from __future__ import annotations
@@ -27,22 +27,29 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_served_tp3_equals_tp1_and_its_trace_checks(base_engine, runner_fp32, chat_prompt_ids, tmp_path):
-    """The chat prompts' float32 greedy tokens through `minisgl serve --tp-size 3` (sent at once, so they
-    share batches) equal tp=1's, and a chat completion gives tp=1's text."""
+def test_three_nodes_serve_tp1s_greedy_tokens_and_their_trace_checks(base_engine, runner_fp32, chat_prompt_ids,
+                                                                    tmp_path):
+    """--tp-size 3 --nnodes 3 on localhost: node 0 serves HTTP with rank 0; nodes 1 and 2 run only ranks 1 and
+    2 and meet it at --dist-init-addr. The chat prompts' float32 greedy tokens (sent at once, so they share
+    batches) equal tp=1's, a chat completion gives tp=1's text, the one trace folder of all three nodes
+    checks and replays, and when node 0 stops the other nodes say so and nothing is left running.
+    (One node running all three ranks, `--tp-size 3` alone, is the tensor_parallel scenario's run.)"""
+    import subprocess
+    import sys
     from concurrent.futures import ThreadPoolExecutor
 
     import httpx
+    import psutil
     from openai import OpenAI
 
     from minisgl.model_executor.static_generate import greedy_generate
-    from tests.server.conftest import ENGINE_FLAGS, OneThreadEngine, ServeProcess, serve_flags
+    from tests.server.conftest import ENGINE_FLAGS, ENV, OneThreadEngine, ServeProcess, serve_flags
     from tracer.check import check_trace
     from tracer.reader import load_trace
 
     messages = [{"role": "user", "content": "What is the capital of France?"}]
-    engine = OneThreadEngine(base_engine.fork(**ENGINE_FLAGS))  # tp=1, the server's flags, one thread
-    ref = engine.generate(messages, {"max_new_tokens": NEW_TOKENS, "temperature": 0})
+    ref = OneThreadEngine(base_engine.fork(**ENGINE_FLAGS)).generate(messages, {"max_new_tokens": NEW_TOKENS,
+                                                                                "temperature": 0})
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -50,11 +57,15 @@ def test_served_tp3_equals_tp1_and_its_trace_checks(base_engine, runner_fp32, ch
     finally:
         torch.set_num_threads(threads)
     trace_dir = tmp_path / "trace"
-    srv = ServeProcess([*serve_flags(ENGINE_FLAGS), "--tp-size", str(TP), "--trace", str(trace_dir),
-                        "--log-level", "warning"]).wait_ready()
+    common = [*serve_flags(ENGINE_FLAGS), "--tp-size", str(TP), "--nnodes", str(TP),
+              "--dist-init-addr", f"127.0.0.1:{_free_port()}", "--trace", str(trace_dir), "--log-level", "warning"]
+    workers = [subprocess.Popen([sys.executable, "-m", "minisgl.cli", "serve", *common, "--node-rank", str(k)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+               for k in range(1, TP)]
+    srv = ServeProcess([*common, "--node-rank", "0"])
     try:
-        names = [line for line in srv.lines if "ready at" in line][0]
-        assert all(f"scheduler_tp{r} pid" in names for r in range(1, TP)), names
+        srv.wait_ready()
+        kids = [c for w in workers for c in psutil.Process(w.pid).children(recursive=True)]
         client = OpenAI(base_url=f"{srv.url}/v1", api_key="none", max_retries=0, timeout=300)
         model = client.models.list().data[0].id
         resp = client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=NEW_TOKENS)
@@ -70,9 +81,17 @@ def test_served_tp3_equals_tp1_and_its_trace_checks(base_engine, runner_fp32, ch
             assert list(pool.map(generate, chat_prompt_ids)) == want
     finally:
         code = srv.stop(signal.SIGINT)
+        outs = [_end_worker(w) for w in workers]
     assert code == 0, srv.output()[-3000:]
-    assert srv.alive_descendants() == []  # every rank, the detokenizer and the resource tracker are gone
+    # node 0 gone, the other nodes' ranks lose their peer and end: each node says so and exits 1
+    assert all(w.returncode == 1 and "scheduler_tp" in out and "died" in out for w, out in zip(workers, outs)), outs
+    assert all(f"node {k} of {TP}: starting scheduler ranks {k}" in out for k, out in enumerate(outs, 1)), outs
+    assert srv.alive_descendants() == []  # rank 0, the detokenizer and the resource tracker are gone
     assert srv.ipc_dir and not Path(srv.ipc_dir).exists()
+    # the other nodes' own children (their ranks, torch's resource tracker) end by themselves; one may still
+    # be exiting when its node's process has already returned, so give them a bounded moment
+    _, alive = psutil.wait_procs(kids, timeout=30)
+    assert not [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], alive
 
     trace = load_trace(trace_dir)
     assert sorted(trace.tp_rank_events) == [f"scheduler_tp{r}" for r in range(1, TP)]
@@ -90,52 +109,6 @@ async def _open_replay(trace) -> None:
         await pilot.pause()
         await pilot.press("end")
         assert app.timeline.cursor == len(trace.events) - 1
-
-
-def test_three_nodes_on_localhost_serve_like_one(base_engine, tmp_path):
-    """--nnodes 3: node 0 serves HTTP with rank 0; nodes 1 and 2 run only ranks 1 and 2 and meet it at
-    --dist-init-addr. The same greedy text as tp=1, one trace folder for all, nothing left running."""
-    import subprocess
-    import sys
-
-    import httpx
-    import psutil
-
-    from tests.server.conftest import ENGINE_FLAGS, ENV, OneThreadEngine, ServeProcess, serve_flags
-    from tracer.check import check_trace
-    from tracer.reader import load_trace
-
-    ref = OneThreadEngine(base_engine.fork(**ENGINE_FLAGS)).generate("The capital of France is",
-                                                                      {"max_new_tokens": 8, "temperature": 0})
-    trace_dir = tmp_path / "trace"
-    common = [*serve_flags(ENGINE_FLAGS), "--tp-size", str(TP), "--nnodes", str(TP),
-              "--dist-init-addr", f"127.0.0.1:{_free_port()}", "--trace", str(trace_dir), "--log-level", "warning"]
-    workers = [subprocess.Popen([sys.executable, "-m", "minisgl.cli", "serve", *common, "--node-rank", str(k)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
-               for k in range(1, TP)]
-    srv = ServeProcess([*common, "--node-rank", "0"])
-    try:
-        srv.wait_ready()
-        kids = [c for w in workers for c in psutil.Process(w.pid).children(recursive=True)]
-        r = httpx.post(f"{srv.url}/generate", json={"text": "The capital of France is",
-                                                   "sampling_params": {"max_new_tokens": 8, "temperature": 0}},
-                       timeout=300)
-        assert r.json()["text"] == ref["text"]
-    finally:
-        code = srv.stop(signal.SIGINT)
-        outs = [_end_worker(w) for w in workers]
-    assert code == 0, srv.output()[-3000:]
-    # node 0 gone, the other nodes' ranks lose their peer and end: each node says so and exits 1
-    assert all(w.returncode == 1 and "scheduler_tp" in out and "died" in out for w, out in zip(workers, outs)), outs
-    assert all(f"node {k} of {TP}: starting scheduler ranks {k}" in out for k, out in enumerate(outs, 1)), outs
-    assert srv.alive_descendants() == []
-    # the other nodes' own children (their ranks, torch's resource tracker) end by themselves; one may still
-    # be exiting when its node's process has already returned, so give them a bounded moment
-    _, alive = psutil.wait_procs(kids, timeout=30)
-    assert not [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], alive
-    trace = load_trace(trace_dir)
-    assert sorted(trace.tp_rank_events) == [f"scheduler_tp{r}" for r in range(1, TP)]
-    assert check_trace(trace) == []
 
 
 def _end_worker(proc) -> str:
