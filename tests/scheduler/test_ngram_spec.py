@@ -121,8 +121,8 @@ def test_same_tokens_and_drafts_are_accepted(base_engine, plain, tmp_path):
     assert "TARGET_VERIFY" in text and " drafts " in text
 
 
-@pytest.mark.parametrize("flags", [dict(disable_radix_cache=True), dict(chunked_prefill_size=16),
-                                   dict(speculative_num_draft_tokens=1, speculative_ngram_min_match_window_size=2),
+@pytest.mark.parametrize("flags", [dict(disable_radix_cache=True, speculative_num_draft_tokens=1,
+                                        speculative_ngram_min_match_window_size=2),
                                    dict(enable_mixed_chunk=True, chunked_prefill_size=16)])
 def test_same_tokens_under_other_schedules(base_engine, plain, flags):
     engine = base_engine.fork(**{**SPEC, **flags})
@@ -138,15 +138,20 @@ def test_a_second_request_shares_the_cached_prefix(base_engine, plain):
     assert_no_leak(engine)
 
 
-@pytest.mark.parametrize("params", [
+FINISHING = [
     {"max_new_tokens": 7, "temperature": 0, "ignore_eos": True},  # the limit falls inside accepted drafts
     {"max_new_tokens": 40, "temperature": 0, "stop": "Thursday"},  # a stop string inside accepted drafts
     {"max_new_tokens": 40, "temperature": 0, "stop_token_ids": [15083]},
-])
-def test_finishing_inside_the_drafts_drops_the_rest(base_engine, params):
+]
+
+
+def test_finishing_inside_the_drafts_drops_the_rest(base_engine):
+    """Each way to finish, on the two repetitive prompts, all six requests in one run."""
+    prompts, params = [DAYS, COPY] * len(FINISHING), [p for p in FINISHING for _ in (DAYS, COPY)]
     plain_engine, spec_engine = base_engine.fork(), base_engine.fork(**SPEC)
-    want = outputs(plain_engine, [DAYS, COPY], params)
-    assert outputs(spec_engine, [DAYS, COPY], params) == want
+    want = outputs(plain_engine, prompts, params)
+    assert [reason["type"] for _, reason in want] == ["length", "length", "stop", "stop", "stop", "stop"]
+    assert outputs(spec_engine, prompts, params) == want
     assert spec_engine.scheduler.spec_worker.stats.accepted > 0
     assert_no_leak(spec_engine)
 
