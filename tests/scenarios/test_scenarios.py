@@ -10,7 +10,7 @@ import pytest
 
 from minisgl.cli import main
 from minisgl.scenarios import NAMES, get
-from tests.scenarios.conftest import OFFLINE, SERVED
+from tests.scenarios.conftest import OFFLINE, SERVED, SERVED_GOLDEN
 from tracer.check import check_trace
 from tracer.normalize import summary_text
 
@@ -42,7 +42,7 @@ def test_the_trace_checks_and_says_where_to_look(scenario_runs, name):
     assert look.round is None or look.round in ran.trace.rounds()
 
 
-@pytest.mark.parametrize("name", [n for n in OFFLINE])
+@pytest.mark.parametrize("name", OFFLINE + SERVED_GOLDEN)
 def test_the_normalized_trace_equals_its_golden_summary(scenario_runs, name):
     text = summary_text(scenario_runs(name).trace)
     path = GOLDEN / f"{name}.txt"
@@ -87,4 +87,4 @@ def test_run_prints_where_to_look_and_the_commands(base_engine, tmp_path, capsys
 
 
 def test_server_scenarios_are_the_http_ones():
-    assert set(SERVED) == {"one_request", "client_disconnect"}
+    assert set(SERVED) == {"one_request", "client_disconnect", "data_parallel", "tensor_parallel"}
