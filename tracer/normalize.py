@@ -71,3 +71,27 @@ def event_line(rec: dict[str, Any]) -> str:
 def summary_text(trace: Trace) -> str:
     """The normalized trace, one event per line: what a scenario's golden file holds."""
     return "".join(event_line(rec) + "\n" for rec in normalize(trace))
+
+
+# the processes that serve many requests at once: with several requests in flight, the order in which their
+# events interleave there follows the clock (which stream wrote its next chunk first), not the engine
+SHARED_PROCS = ("tokenizer_manager", "data_parallel_controller", "detokenizer")
+
+
+def served_summary_text(trace: Trace) -> str:
+    """summary_text for a run of the real server with several requests in flight (the served scenarios
+    with goldens): the HTTP server + TokenizerManager, the DataParallelController and the detokenizer list
+    each request's events together, in the order the process wrote them (rid-less events first); every
+    scheduler keeps its own order, which is the engine's logic."""
+    recs = normalize(trace)
+
+    def key(item: tuple[int, dict[str, Any]]) -> tuple:
+        i, rec = item
+        if rec["proc"] not in SHARED_PROCS:
+            return rec["proc"], "", i
+        return rec["proc"], rec.get("rid") or ",".join(rec.get("rids") or []), i
+
+    order = {proc: n for n, proc in enumerate(dict.fromkeys(rec["proc"] for rec in recs))}
+    ranked = sorted(enumerate(recs), key=lambda item: (order[item[1]["proc"]], *key(item)[1:]))
+    return "".join(event_line(rec) + "\n" for _, rec in ranked)
+

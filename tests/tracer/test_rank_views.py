@@ -58,6 +58,9 @@ def test_dp_lifecycle_draws_the_dispatch_and_the_rank_s_scheduler(scenario_runs)
     dot = render_diagram(trace, "lifecycle", "dot", rid="R2")
     assert "no send in the trace" not in dot and "never received" not in dot
     assert "participant DP as DataParallelController" in render_diagram(trace, "lifecycle", "mermaid", rid="R2")
+    # the round view draws the batch of R2's own rank (rank 1's round 1), not a mix of both ranks
+    round_dot = render_diagram(trace, "round", "dot", rid="R2")
+    assert "no batch" not in round_dot and "<B>R2</B>" in round_dot
 
 
 def test_tp_rounds_table_and_lifecycle_show_every_rank_s_forward(scenario_runs):
