@@ -1,12 +1,12 @@
 """A trace with what differs from run to run taken out: the unit that scenario goldens pin and labs diff.
 
-Kept: each event's process, name, phase, rid(s), round and attrs. Dropped: clocks (`ts`, `wall_ns`,
-`mono_ns`, durations: a forward's and, with --tp-size, its collectives'), pids, `seq`, flow ids, and log-probabilities (floats whose last digits follow the
-CPU's instruction set, not the engine's decisions). Events are ordered per process, in the order each
-process wrote them: a process's own order is the engine's logic, while the interleaving of processes
-follows the OS scheduler. The same holds for threads: a process's forward thread (the overlap scheduler)
-keeps its own order, listed after the main loop's events. A --tp-size trace's other ranks (scheduler_tp1, …)
-come last, each in its own order.
+Kept: each event's process, name, phase, rid(s), round and attrs. Dropped: clocks (`ts`, `wall_ns`, `mono_ns`,
+durations: a forward's and, with --tp-size, its collectives'), pids, `seq`, flow ids, and log-probabilities
+(floats whose last digits follow the CPU's instruction set, not the engine's decisions). Events are ordered
+per process, in the order each process wrote them: a process's own order is the engine's logic, while the
+interleaving of processes follows the OS scheduler. The same holds for threads: a process's forward thread
+(the overlap scheduler) keeps its own order, listed after the main loop's events. A --tp-size trace's other
+ranks (scheduler_tp1, …) come last, each in its own order.
 """
 
 from __future__ import annotations

@@ -93,13 +93,14 @@ def rounds_table(trace: Trace) -> Table:
     spec = any(s.batch is not None and s.batch.mode == "TARGET_VERIFY" for s in states)  # speculative decoding
     t = Table(title="Rounds", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
               caption="rows: rows computed; extend/seq: per request; ms: model forward"
-                      + ("; drafts: per request, its draft-token rows in a TARGET_VERIFY round" if spec else "")
+                      + ("; drafts: per request, its draft-token rows in a TARGET_VERIFY round"
+                         if spec else "")
                       + ("; dp rank: the scheduler rank that ran it, each counting its own rounds" if dp_procs
                          else "")
                       + ("; tp: the tensor-parallel ranks whose forward ran it" if tp else ""))
     lead = (("dp rank",) if dp_procs else ()) + ("round",)
-    names = lead + ("mode", "rids", "rows", "extend", "seq") + (("drafts",) if spec else ()) + ("out_cache_loc",) \
-        + (("tp",) if tp else ()) + ("ms",)
+    names = (lead + ("mode", "rids", "rows", "extend", "seq") + (("drafts",) if spec else ())
+             + ("out_cache_loc",) + (("tp",) if tp else ()) + ("ms",))
     for name in names:
         t.add_column(name, justify="right" if name in ("dp rank", "round", "rows", "ms") else "left",
                      overflow="fold", no_wrap=name == "mode" and spec)
@@ -115,7 +116,8 @@ def rounds_table(trace: Trace) -> Table:
             ranks = [ranges(tp.get(state.round, [])) or "-"] if tp else []
             t.add_row(*head, b.mode, " ".join(short_rid(r, 8) for r in b.rids),
                       str(len(b.forward_rows)), _ints(b.extend_lens), _ints(b.seq_lens), *drafts,
-                      ranges(b.out_cache_loc), *ranks, "-" if b.duration_ms is None else f"{b.duration_ms:.1f}")
+                      ranges(b.out_cache_loc), *ranks,
+                      "-" if b.duration_ms is None else f"{b.duration_ms:.1f}")
     return t
 
 

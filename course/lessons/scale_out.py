@@ -12,7 +12,8 @@ SCENARIOS = ("data_parallel", "tensor_parallel")
 
 
 def _rank_rounds(view) -> str:
-    """A rank's rounds as `1 EXTEND R1, 2-4 DECODE R1, …`: consecutive rounds of one mode and requests merged."""
+    """A rank's rounds as `1 EXTEND R1; 2-4 DECODE R1; …`: consecutive rounds of one mode and requests
+    merged."""
     runs: list[tuple[list[int], str, str]] = []
     for ev in view.events:
         if ev.name != "sched.batch_formed":

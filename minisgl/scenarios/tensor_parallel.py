@@ -21,11 +21,13 @@ def drive(url: str) -> dict:
 def look_at(trace) -> Look:
     forwards = events(trace, "model.forward", lambda ev: ev.ph == "B")
     ends = events(trace, "model.forward", lambda ev: ev.ph == "E")
+    ranks = ", ".join(["scheduler", *sorted(trace.tp_rank_events)])
     lines = [f"{len(trace.tp_rank_events) + 1} ranks ran each of the {len(forwards)} forwards "
-             "(scheduler, " + ", ".join(sorted(trace.tp_rank_events)) + "; `minisgl trace check` compares them)"]
+             f"({ranks}; `minisgl trace check` compares them)"]
     for ev, end in list(zip(forwards, ends))[:2]:
         lines.append(f"round {ev.round}: {ev.get('forward_mode')} forward of {ev.get('num_rows')} row(s), "
-                     f"{end.get('all_reduce')} all-reduce(s) and {end.get('all_gather')} all-gather(s) on each rank")
+                     f"{end.get('all_reduce')} all-reduce(s) and {end.get('all_gather')} all-gather(s) "
+                     "on each rank")
     return Look(lines, rid="R1", round=forwards[0].round if forwards else None)
 
 

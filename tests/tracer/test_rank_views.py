@@ -1,7 +1,8 @@
-"""The views of a trace with several scheduler ranks, on the real runs of the data_parallel (--dp-size 2) and
-tensor_parallel (--tp-size 3) scenarios: `trace show`'s rounds table names each round's rank, and the lifecycle
-diagram draws the controller's dispatch and the rank a request ran on, or the tp ranks and collectives of
-every forward. (A single scheduler's tables and diagrams are pinned by test_show.py and the diagram goldens.)"""
+"""The views of a trace with several scheduler ranks, on the real runs of the data_parallel (--dp-size 2)
+and tensor_parallel (--tp-size 3) scenarios: `trace show`'s rounds table names each round's rank, and the
+lifecycle diagram draws the controller's dispatch and the rank a request ran on, or the tp ranks and
+collectives of every forward. (A single scheduler's tables and diagrams are pinned by test_show.py and the
+diagram goldens.)"""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def test_dp_lifecycle_draws_the_dispatch_and_the_rank_s_scheduler(scenario_runs)
     assert edges == {("tm_3", dispatch.id), (dispatch.id, "sched_1")}  # TM -> controller -> rank 1
     dot = render_diagram(trace, "lifecycle", "dot", rid="R2")
     assert "no send in the trace" not in dot and "never received" not in dot
-    assert "participant DP as DataParallelController" in render_diagram(trace, "lifecycle", "mermaid", rid="R2")
+    mermaid = render_diagram(trace, "lifecycle", "mermaid", rid="R2")
+    assert "participant DP as DataParallelController" in mermaid
     # the round view draws the batch of R2's own rank (rank 1's round 1), not a mix of both ranks
     round_dot = render_diagram(trace, "round", "dot", rid="R2")
     assert "no batch" not in round_dot and "<B>R2</B>" in round_dot
@@ -79,4 +81,5 @@ def test_tp_rounds_table_and_lifecycle_show_every_rank_s_forward(scenario_runs):
     assert "scheduler, scheduler_tp1, scheduler_tp2 processes: tp ranks 0-2" in model.label
     assert len(model.nodes) == len(ends)
     for node, ev in zip(model.nodes, ends):
-        assert f"tp ranks 0 1 2: {ev.get('all_reduce')} all-reduces, {ev.get('all_gather')} all-gather" in node.label
+        collectives = f"{ev.get('all_reduce')} all-reduces, {ev.get('all_gather')} all-gather"
+        assert f"tp ranks 0 1 2: {collectives}" in node.label

@@ -1,7 +1,8 @@
 """Where each event of a request happens (its lane) and which scheduler round it belongs to, and which
 runs of decode rounds the lifecycle view folds into one line.
 
-Lanes are the four boxes of the lifecycle picture (five in a --dp-size trace: the DataParallelController's). In a server trace an ipc event's lane is its process;
+Lanes are the four boxes of the lifecycle picture (five in a --dp-size trace, with the
+DataParallelController's). In a server trace an ipc event's lane is its process;
 in an offline `engine` trace every event comes from one process, so lanes come from event-name prefixes,
 and an ipc event's lane from the pipeline order (tokenizer manager → scheduler → detokenizer → back).
 """
