@@ -1,11 +1,12 @@
 """A trace with what differs from run to run taken out: the unit that scenario goldens pin and labs diff.
 
-Kept: each event's process, name, phase, rid(s), round and attrs. Dropped: clocks (`ts`, `wall_ns`,
-`mono_ns`, durations), pids, `seq`, flow ids, and log-probabilities (floats whose last digits follow the
-CPU's instruction set, not the engine's decisions). Events are ordered per process, in the order each
-process wrote them: a process's own order is the engine's logic, while the interleaving of processes
-follows the OS scheduler. The same holds for threads: a process's forward thread (the overlap scheduler)
-keeps its own order, listed after the main loop's events.
+Kept: each event's process, name, phase, rid(s), round and attrs. Dropped: clocks (`ts`, `wall_ns`, `mono_ns`,
+durations: a forward's and, with --tp-size, its collectives'), pids, `seq`, flow ids, and log-probabilities
+(floats whose last digits follow the CPU's instruction set, not the engine's decisions). Events are ordered
+per process, in the order each process wrote them: a process's own order is the engine's logic, while the
+interleaving of processes follows the OS scheduler. The same holds for threads: a process's forward thread
+(the overlap scheduler) keeps its own order, listed after the main loop's events. A --tp-size trace's other
+ranks (scheduler_tp1, …) come last, each in its own order.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tracer.event import Event
 from tracer.reader import Trace
 from tracer.schema import PROCESSES
 
-VOLATILE_ATTRS = frozenset({"wall_ns", "mono_ns", "duration_ms", "logprobs"})
+VOLATILE_ATTRS = frozenset({"wall_ns", "mono_ns", "duration_ms", "comm_ms", "logprobs"})
 PROCESS_ORDER = PROCESSES  # the offline engine, then the server's processes in pipeline order
 
 
@@ -40,13 +41,15 @@ def normalize_event(ev: Event) -> dict[str, Any]:
 
 
 def normalize(trace: Trace) -> list[dict[str, Any]]:
-    """Every event, normalized, grouped by process (engine, tokenizer manager, scheduler, detokenizer)."""
+    """Every event, normalized, grouped by process (engine, tokenizer manager, scheduler, detokenizer); a
+    --tp-size trace's other ranks (kept beside the timeline, Trace.tp_rank_events) after them."""
 
     def key(ev: Event) -> tuple:
         rank = PROCESS_ORDER.index(ev.proc) if ev.proc in PROCESS_ORDER else len(PROCESS_ORDER)
         return rank, ev.proc, ev.file, ev.thread or "", ev.line
 
-    return [normalize_event(ev) for ev in sorted(trace.events, key=key)]
+    others = [ev for proc in sorted(trace.tp_rank_events) for ev in trace.tp_rank_events[proc]]
+    return [normalize_event(ev) for ev in sorted(trace.events, key=key) + sorted(others, key=key)]
 
 
 def event_line(rec: dict[str, Any]) -> str:
@@ -68,3 +71,27 @@ def event_line(rec: dict[str, Any]) -> str:
 def summary_text(trace: Trace) -> str:
     """The normalized trace, one event per line: what a scenario's golden file holds."""
     return "".join(event_line(rec) + "\n" for rec in normalize(trace))
+
+
+# the processes that serve many requests at once: with several requests in flight, the order in which their
+# events interleave there follows the clock (which stream wrote its next chunk first), not the engine
+SHARED_PROCS = ("tokenizer_manager", "data_parallel_controller", "detokenizer")
+
+
+def served_summary_text(trace: Trace) -> str:
+    """summary_text for a run of the real server with several requests in flight (the served scenarios
+    with goldens): the HTTP server + TokenizerManager, the DataParallelController and the detokenizer list
+    each request's events together, in the order the process wrote them (rid-less events first); every
+    scheduler keeps its own order, which is the engine's logic."""
+    recs = normalize(trace)
+
+    def key(item: tuple[int, dict[str, Any]]) -> tuple:
+        i, rec = item
+        if rec["proc"] not in SHARED_PROCS:
+            return rec["proc"], "", i
+        return rec["proc"], rec.get("rid") or ",".join(rec.get("rids") or []), i
+
+    order = {proc: n for n, proc in enumerate(dict.fromkeys(rec["proc"] for rec in recs))}
+    ranked = sorted(enumerate(recs), key=lambda item: (order[item[1]["proc"]], *key(item)[1:]))
+    return "".join(event_line(rec) + "\n" for _, rec in ranked)
+

@@ -10,12 +10,14 @@ from rich.console import Console
 from rich.table import Table
 
 from tracer import schema as S
+from tracer.dp_ranks import dp_scheduler_procs, rank_view
 from tracer.event import Event
 from tracer.fmt import compact, finish_type, ms, ranges, short_rid
 from tracer.reader import Trace, TraceError
 from tracer.replay import replay, state_at
 from tracer.schema import HTTP_REQUEST_RECEIVED, SCHED_BATCH_FORMED, SCHED_SAMPLED, SCHED_SPEC_VERIFIED
 from tracer.state import ReqState
+from tracer.tp_ranks import tp_ranks_by_round
 
 PROC_SHORT = {"tokenizer_manager": "tm", "scheduler": "sched", "detokenizer": "detok", "engine": "engine",
               "data_parallel_controller": "dp"}
@@ -80,25 +82,42 @@ def _itl(req: ReqState) -> float | None:
 
 
 def rounds_table(trace: Trace) -> Table:
-    states = replay(trace)
+    """One row per round. A --dp-size trace: every rank's rounds, each rank replayed on its own view, with a
+    `dp rank` column; a --tp-size trace: a `tp` column, the ranks whose model.forward ran that round.
+    A single scheduler's table has neither."""
+    dp_procs = dp_scheduler_procs(trace)
+    ranked = [(int(p[len(S.DP_SCHEDULER_PREFIX):]), replay(rank_view(trace, p))) for p in dp_procs] \
+        or [(None, replay(trace))]
+    states = [s for _, rank_states in ranked for s in rank_states]
+    tp = tp_ranks_by_round(trace)
     spec = any(s.batch is not None and s.batch.mode == "TARGET_VERIFY" for s in states)  # speculative decoding
     t = Table(title="Rounds", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
               caption="rows: rows computed; extend/seq: per request; ms: model forward"
-                      + ("; drafts: per request, its draft-token rows in a TARGET_VERIFY round" if spec else ""))
-    names = ("round", "mode", "rids", "rows", "extend", "seq") + (("drafts",) if spec else ()) + ("out_cache_loc", "ms")
+                      + ("; drafts: per request, its draft-token rows in a TARGET_VERIFY round"
+                         if spec else "")
+                      + ("; dp rank: the scheduler rank that ran it, each counting its own rounds" if dp_procs
+                         else "")
+                      + ("; tp: the tensor-parallel ranks whose forward ran it" if tp else ""))
+    lead = (("dp rank",) if dp_procs else ()) + ("round",)
+    names = (lead + ("mode", "rids", "rows", "extend", "seq") + (("drafts",) if spec else ())
+             + ("out_cache_loc",) + (("tp",) if tp else ()) + ("ms",))
     for name in names:
-        t.add_column(name, justify="right" if name in ("round", "rows", "ms") else "left", overflow="fold",
-                     no_wrap=name == "mode" and spec)
-    for state in states:
-        b = state.batch
-        if b is None:
-            t.add_row(str(state.round), "-", "", "0", *[""] * (len(names) - 4))
-            continue
-        drafts = [_ints([sum(r.draft for r in b.rows if r.rid == rid) for rid in b.rids]
-                        if b.mode == "TARGET_VERIFY" else [])] if spec else []
-        t.add_row(str(state.round), b.mode, " ".join(short_rid(r, 8) for r in b.rids),
-                  str(len(b.forward_rows)), _ints(b.extend_lens), _ints(b.seq_lens), *drafts,
-                  ranges(b.out_cache_loc), "-" if b.duration_ms is None else f"{b.duration_ms:.1f}")
+        t.add_column(name, justify="right" if name in ("dp rank", "round", "rows", "ms") else "left",
+                     overflow="fold", no_wrap=name == "mode" and spec)
+    for rank, rank_states in ranked:
+        for state in rank_states:
+            head = ([str(rank)] if dp_procs else []) + [str(state.round)]
+            b = state.batch
+            if b is None:
+                t.add_row(*head, "-", "", "0", *[""] * (len(names) - len(head) - 3))
+                continue
+            drafts = [_ints([sum(r.draft for r in b.rows if r.rid == rid) for rid in b.rids]
+                            if b.mode == "TARGET_VERIFY" else [])] if spec else []
+            ranks = [ranges(tp.get(state.round, [])) or "-"] if tp else []
+            t.add_row(*head, b.mode, " ".join(short_rid(r, 8) for r in b.rids),
+                      str(len(b.forward_rows)), _ints(b.extend_lens), _ints(b.seq_lens), *drafts,
+                      ranges(b.out_cache_loc), *ranks,
+                      "-" if b.duration_ms is None else f"{b.duration_ms:.1f}")
     return t
 
 

@@ -34,6 +34,19 @@ def split_tp_ranks(events: list[Event]) -> tuple[list[Event], dict[str, list[Eve
     return main, dict(ranks)
 
 
+def tp_ranks_by_round(trace: Trace) -> dict[int, list[int]]:
+    """A --tp-size trace: for each round, the tp ranks that traced its model.forward (rank 0 is `scheduler`);
+    {} for a trace without tp ranks."""
+    if not trace.tp_rank_events:
+        return {}
+    out: dict[int, list[int]] = {}
+    for ev in trace.events + [e for evs in trace.tp_rank_events.values() for e in evs]:
+        if ev.name == S.MODEL_FORWARD and ev.ph == S.PH_BEGIN and ev.round is not None:
+            rank = int(ev.proc[len(TP_RANK_PREFIX):]) if is_tp_rank(ev.proc) else 0
+            out.setdefault(ev.round, []).append(rank)
+    return {r: sorted(ranks) for r, ranks in out.items()}
+
+
 def _steps(events: list[Event]) -> list[tuple]:
     """What must agree across ranks, in the order the rank wrote it."""
     out = []

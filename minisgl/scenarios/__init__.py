@@ -30,6 +30,8 @@ NAMES = (
     "context_limit",
     "overlap_schedule",
     "ngram_speculative",
+    "data_parallel",
+    "tensor_parallel",
 )
 
 

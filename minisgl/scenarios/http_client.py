@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 
 
 def stream_chat(
-    url: str, rid: str, question: str, max_tokens: int, leave_after: int | None = None
+    url: str,
+    rid: str,
+    question: str,
+    max_tokens: int,
+    leave_after: int | None = None,
+    on_first: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """POST /v1/chat/completions with stream=True; read every SSE message (or only `leave_after` of them,
-    then close the connection as a client that goes away would)."""
+    then close the connection as a client that goes away would). `on_first()` is called once the first
+    message has arrived."""
     body = {
         "messages": [{"role": "user", "content": question}],
         "max_tokens": max_tokens,
@@ -34,6 +40,8 @@ def stream_chat(
             delta = json.loads(line[6:])["choices"]
             text += (delta[0]["delta"].get("content") or "") if delta else ""
             chunks += 1
+            if chunks == 1 and on_first is not None:
+                on_first()
             if leave_after is not None and chunks >= leave_after:
                 break
     return {"rid": rid, "text": text, "sse_messages": chunks}

@@ -168,3 +168,46 @@ def test_client_disconnect_aborts_and_frees(scenario_runs):
     assert done.get("finish_reason")["type"] == "abort" and done.get("output_len") < 200
     last = events(trace, "sched.round_end")[-1]
     assert last.get("running") == [] and last.get("free_slots") + last.get("cached_slots") == 512
+
+
+def test_data_parallel_round_robin_and_each_rank_s_own_rounds(scenario_runs):
+    """R1..R4 reach the controller in order: ranks 0, 1, 0, 1; each rank runs its two requests one after the
+    other, counting its own rounds, and the second finds the chat template's prefix in that rank's own
+    tree."""
+    from tracer.dp_ranks import dp_scheduler_procs, rank_view
+
+    ran = scenario_runs("data_parallel")
+    trace = ran.trace
+    dispatches = events(trace, "dp.dispatch")
+    assert [(ev.rid, ev.get("dp_rank"), ev.get("method"), ev.get("routed")) for ev in dispatches] == [
+        ("R1", 0, "round_robin", False), ("R2", 1, "round_robin", False),
+        ("R3", 0, "round_robin", False), ("R4", 1, "round_robin", False)]
+    assert [ev.get("loads") for ev in dispatches] == [[0, 0], [1, 0], [0, 0], [1, 0]]
+    assert dp_scheduler_procs(trace) == ["scheduler_dp0", "scheduler_dp1"]
+    for proc, (first_rid, second_rid) in zip(dp_scheduler_procs(trace), (("R1", "R3"), ("R2", "R4"))):
+        view = rank_view(trace, proc)
+        formed = [(ev.round, ev.get("forward_mode"), tuple(ev.rids)) for ev in batches(view)]
+        assert formed == [(1, "EXTEND", (first_rid,)), *[(r, "DECODE", (first_rid,)) for r in (2, 3, 4)],
+                          (5, "EXTEND", (second_rid,)), *[(r, "DECODE", (second_rid,)) for r in (6, 7, 8)]]
+        cached = {ev.rid: ev.get("cached_tokens") for ev in events(view, "sched.finished")}
+        assert cached[first_rid] == 0 and cached[second_rid] > 0
+    assert all(len(ran.outcome.results[rid]["text"]) > 0 for rid in ("R1", "R2", "R3", "R4"))
+
+
+def test_tensor_parallel_every_rank_runs_every_forward(scenario_runs):
+    """Three ranks, the same four forwards on each; every forward makes 2 all-reduces per decoder layer plus
+    the embedding's, and one all-gather of the logits, whatever its number of rows."""
+    from minisgl.model_loader.loader import load_model_config, resolve_model
+    from tracer.check import check_trace
+
+    ran = scenario_runs("tensor_parallel")
+    trace = ran.trace
+    assert check_trace(trace) == []  # holds every rank to rank 0 (tracer/tp_ranks.py)
+    layers = load_model_config(resolve_model(None)).num_hidden_layers
+    ends = events(trace, "model.forward", lambda ev: ev.ph == "E")
+    assert [(ev.round, ev.get("tp_size"), ev.get("all_reduce"), ev.get("all_gather")) for ev in ends] == [
+        (r, 3, 2 * layers + 1, 1) for r in (1, 2, 3, 4)]
+    for proc, evs in trace.tp_rank_events.items():
+        rounds = [ev.round for ev in evs if ev.name == "model.forward" and ev.ph == "B"]
+        assert rounds == [1, 2, 3, 4], proc
+    assert ran.outcome.results["R1"]["text"] == "The capital of China"

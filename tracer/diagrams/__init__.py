@@ -66,6 +66,7 @@ def build_graph(trace: Trace, view: str, rid: str | None = None, round: int | No
         if round is not None:
             select.pick_round(trace, full, round)  # only checks that the trace has it
         return lifecycle_view(trace, full, round, all_rounds)
+    trace = select.scheduler_view(trace, rid)  # --dp-size: the request's rank
     if view == "admission":
         from tracer.diagrams.admission_table import admission_graph
 
@@ -101,6 +102,7 @@ def _mermaid(trace: Trace, view: str, rid: str | None, round: int | None, all_ro
         if round is not None:
             select.pick_round(trace, full, round)
         return lifecycle_mermaid(lifecycle(trace, full, all_rounds, keep=round))
+    trace = select.scheduler_view(trace, rid)  # --dp-size: the request's rank
     if view == "admission":
         from tracer.diagrams.admission_table import admission_mermaid
 
@@ -121,6 +123,7 @@ def render_diagram(trace: Trace, view: str, fmt: str, rid: str | None = None, ro
     view: lifecycle (needs a request: `rid`, or the trace's only one), round, kv or radix (these draw
     `round`, by default the request's first round, or the trace's last round without a request), or
     admission (`round`, by default the first round the request, or any request, waited for admission).
+    In a --dp-size trace these four draw the scheduler of the request's rank (rank 0 without one).
     all_rounds: lifecycle draws every decode round instead of folding long runs; the others draw every
     round. Raises DiagramError (a TraceError) with a one-line reason; GraphvizMissing for svg/png
     without Graphviz's `dot` program.

@@ -109,6 +109,12 @@ def forward(ev: Event, rid: str) -> tuple[str, list[str]]:
     return f"round {ev.round} · {ev.get('forward_mode')}", [_plural(rows, "row") if rows is not None else "rows: ?"]
 
 
+def collectives(ev: Event, ranks: list[int]) -> str:
+    """A --tp-size forward's end: which tp ranks ran it and the collectives each made."""
+    return (f"tp ranks {' '.join(map(str, ranks))}: {_plural(ev.get('all_reduce') or 0, 'all-reduce')}, "
+            f"{_plural(ev.get('all_gather') or 0, 'all-gather')}")
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
@@ -161,6 +167,10 @@ def describe(ev: Event, texts: dict[int, str]) -> Described | None:
         return "HTTP response", "finished", facts
     if name == S.HTTP_ERROR:
         return "HTTP response", f"error {ev.get('status')}", [cut(str(ev.get("message")), 60)]
+    if name == S.DP_DISPATCH:
+        how = "routed by the client" if ev.get("routed") else str(ev.get("method"))
+        return ("TokenizedGenerateReqInput", f"dispatched to dp rank {ev.get('dp_rank')}",
+                [how, f"loads seen {ev.get('loads')}", f"→ {S.DP_SCHEDULER_PREFIX}{ev.get('dp_rank')}"])
     if name == S.SCHED_REQ_CREATED:
         params = ev.get("sampling_params") or {}
         facts = [f"input_len {ev.get('input_len')}"]

@@ -15,6 +15,7 @@ from tracer.diagrams.lanes import causal_rounds, folded_runs, lane_of
 from tracer.diagrams.text import token_texts
 from tracer.event import Event
 from tracer.reader import Trace
+from tracer.tp_ranks import tp_ranks_by_round
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Lifecycle:
     links: list[Link]
     folded: list[tuple[int, int]]
     offline: bool  # an Engine trace: every lane in one process
+    tp_procs: list[str] = field(default_factory=list)  # a --tp-size trace: ranks 1.. (scheduler_tp1, …)
 
     def in_lane(self, lane: str) -> list[Handoff]:
         return [h for h in self.handoffs if h.lane == lane]
@@ -77,6 +79,7 @@ class _Builder:
         self.summaries: dict[tuple[tuple[int, int], str], Handoff] = {}
         self.forward: Handoff | None = None  # this round's ForwardBatch, for the call back
         self.batch: Handoff | None = None  # this round's ScheduleBatch, for the call into the runner
+        self.tp_ranks = tp_ranks_by_round(trace)  # --tp-size: the ranks that ran each round's forward
 
     # ---- making handoffs ---------------------------------------------------------------------------
     def run_of(self, r: int | None) -> tuple[int, int] | None:
@@ -133,7 +136,8 @@ class _Builder:
                 self.event(ev, lane, r)
         self.finish()
         return Lifecycle(self.rid, self.handoffs, _merge_links(self.links), self.folded,
-                         offline=all(ev.proc == "engine" for ev in self.events))
+                         offline=all(ev.proc == "engine" for ev in self.events),
+                         tp_procs=sorted(self.trace.tp_rank_events))
 
     def event(self, ev: Event, lane: str, r: int | None) -> None:
         name, rid, texts = ev.name, self.rid, self.texts
@@ -154,6 +158,8 @@ class _Builder:
                 self.forward = h
                 if self.batch is not None:
                     self.links.append(Link("call", self.batch.id, h.id, "run_batch", at=ev.index))
+            elif ev.get("tp_size") and self.forward is not None:  # --tp-size: every rank ran this forward
+                self.fold(ev, lane, F.collectives(ev, self.tp_ranks.get(ev.round, [])))
             return
         if name == S.SCHED_BATCH_FORMED:
             self.batch = self.handoff(ev, lane, "ScheduleBatch", *F.batch(ev, rid, texts), r)

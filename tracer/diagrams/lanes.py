@@ -1,7 +1,8 @@
 """Where each event of a request happens (its lane) and which scheduler round it belongs to, and which
 runs of decode rounds the lifecycle view folds into one line.
 
-Lanes are the four boxes of the lifecycle picture. In a server trace an ipc event's lane is its process;
+Lanes are the four boxes of the lifecycle picture (five in a --dp-size trace, with the
+DataParallelController's). In a server trace an ipc event's lane is its process;
 in an offline `engine` trace every event comes from one process, so lanes come from event-name prefixes,
 and an ipc event's lane from the pipeline order (tokenizer manager → scheduler → detokenizer → back).
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 from tracer import schema as S
 from tracer.event import Event
 
-LANES = {"tm": "HTTP server + TokenizerManager", "sched": "Scheduler", "model": "ModelRunner",
-         "detok": "Detokenizer"}
-PREFIX_LANE = {"http": "tm", "tm": "tm", "sched": "sched", "kv": "sched", "cache": "sched", "model": "model",
-               "detok": "detok"}
-PROC_LANE = {"tokenizer_manager": "tm", "scheduler": "sched", "detokenizer": "detok"}
+LANES = {"tm": "HTTP server + TokenizerManager", "dp": "DataParallelController", "sched": "Scheduler",
+         "model": "ModelRunner", "detok": "Detokenizer"}  # dp: only a --dp-size trace has it
+PREFIX_LANE = {"http": "tm", "tm": "tm", "dp": "dp", "sched": "sched", "kv": "sched", "cache": "sched",
+               "model": "model", "detok": "detok"}
+PROC_LANE = {"tokenizer_manager": "tm", "data_parallel_controller": "dp", "scheduler": "sched",
+             "detokenizer": "detok"}
 NEXT_PROC = {"tokenizer_manager": "scheduler", "scheduler": "detokenizer", "detokenizer": "tokenizer_manager"}
 PREV_PROC = {v: k for k, v in NEXT_PROC.items()}
 

@@ -3,15 +3,28 @@ processes and the Scheduler's calls into the ModelRunner, top to bottom in the o
 
 from __future__ import annotations
 
+from tracer import schema as S
 from tracer.diagrams.dot import html_text
 from tracer.diagrams.graph import Cluster, Edge, Graph, Html, Node
 from tracer.diagrams.handoffs import Handoff, Lifecycle, Link, lifecycle
 from tracer.diagrams.lanes import LANES
 from tracer.reader import Trace
 
-LANE_FILL = {"tm": "#eef5fb", "sched": "#f3f0fa", "model": "#fdf3e7", "detok": "#eef8ee"}
-PROCESS = {"tm": "main process", "sched": "scheduler process", "model": "scheduler process",
-           "detok": "detokenizer process"}
+LANE_FILL = {"tm": "#eef5fb", "dp": "#fbf6e4", "sched": "#f3f0fa", "model": "#fdf3e7", "detok": "#eef8ee"}
+PROCESS = {"tm": "main process", "dp": "data_parallel_controller process", "sched": "scheduler process",
+           "model": "scheduler process", "detok": "detokenizer process"}
+
+
+def process_title(lane: str, mine: list[Handoff], tp_procs: list[str]) -> str:
+    """The lane's process: a --dp-size trace names the rank's scheduler (scheduler_dp1) that ran the request;
+    a --tp-size trace says that the ModelRunner's forward ran on every rank."""
+    procs = {ev.proc for h in mine for ev in h.events}
+    if lane in ("sched", "model") and len(procs) == 1 and next(iter(procs)).startswith(S.DP_SCHEDULER_PREFIX):
+        proc = next(iter(procs))
+        return f"{proc} process: dp rank {proc[len(S.DP_SCHEDULER_PREFIX):]}"
+    if lane == "model" and tp_procs:
+        return f"scheduler, {', '.join(tp_procs)} processes: tp ranks 0-{len(tp_procs)}"
+    return PROCESS[lane]
 
 
 def handoff_label(h: Handoff) -> Html:
@@ -54,7 +67,7 @@ def lifecycle_graph(life: Lifecycle, highlight: int | None = None) -> Graph:
         mine = [h for h in life.handoffs if h.lane == lane]
         if not mine:
             continue
-        sub = "" if life.offline else f"\n({PROCESS[lane]})"
+        sub = "" if life.offline else f"\n({process_title(lane, mine, life.tp_procs)})"
         nodes = []
         for h in mine:
             attrs = {"tooltip": _tooltip(h)}

@@ -11,7 +11,7 @@ from tracer.diagrams.lanes import LANES
 from tracer.diagrams.radix_tree import PATH_COLOR, RadixPicture
 from tracer.diagrams.text import TREE_EVICTABLE, TREE_LOCKED
 
-ACTOR = {"tm": "TM", "sched": "S", "model": "M", "detok": "D"}
+ACTOR = {"tm": "TM", "dp": "DP", "sched": "S", "model": "M", "detok": "D"}
 _CODES = {"#": "#35;", ";": "#59;", "<": "#lt;", ">": "#gt;", '"': "#quot;", "&": "#amp;"}
 
 

@@ -100,3 +100,17 @@ def admissions(trace: Trace, rid: str | None, round: int | None, all_rounds: boo
             raise DiagramError(f"request {short_rid(full)} never waited for admission; give --round N")
         rounds = mine
     return [admission_of(trace, rounds[0])]
+
+
+def scheduler_view(trace: Trace, rid: str | None) -> Trace:
+    """A --dp-size trace has one scheduler per rank, each with its own rounds, pool and tree: the round, kv,
+    radix and admission views draw the view of the rank `rid` was dispatched to (rank 0 without a rid).
+    Any other trace is returned as it is."""
+    from tracer.dp_ranks import dp_scheduler_procs, rank_view
+    from tracer.schema import DP_DISPATCH, DP_SCHEDULER_PREFIX
+
+    if not dp_scheduler_procs(trace):
+        return trace
+    full = resolve_rid(trace, rid)
+    rank = next((ev.get("dp_rank") for ev in trace.events if ev.name == DP_DISPATCH and ev.rid == full), 0)
+    return rank_view(trace, f"{DP_SCHEDULER_PREFIX}{rank}")
