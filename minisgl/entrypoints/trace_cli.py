@@ -54,6 +54,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("dir", help="the trace folder")
     c.set_defaults(func=_check)
 
+    m = tsub.add_parser("merge", help="merge the traces of several servers (a prefill/decode pair) into one",
+                        description="Copy each server's trace folder into OUT, each process renamed "
+                                    "<server>/<process> (the server's name is --names', default prefill and "
+                                    "decode for two folders). check checks each server and every KV transfer "
+                                    "between them; replay opens one server (--server); a lifecycle diagram of "
+                                    "one request spans both.")
+    m.add_argument("dirs", nargs="+", metavar="DIR", help="the servers' trace folders")
+    m.add_argument("-o", "--output", required=True, metavar="OUT", help="the new folder to write")
+    m.add_argument("--names", nargs="+", default=None,
+                   help="each server's name, in the order of the folders (default for two: prefill decode)")
+    m.set_defaults(func=_merge)
+
     from tracer.diagrams import FORMATS, VIEWS
 
     e = tsub.add_parser("export", help="write the trace in another format (perfetto) or draw it (diagrams)",
@@ -178,6 +190,19 @@ def _diagram(args: argparse.Namespace, fmt: str, trace) -> int:
     return 0
 
 
+def _merge_impl(args: argparse.Namespace) -> int:
+    from tracer.reader import TraceError
+    from tracer.servers import merge_traces
+
+    names = args.names or (["prefill", "decode"] if len(args.dirs) == 2 else None)
+    if names is None or len(names) != len(args.dirs):
+        raise TraceError(f"give --names, one name for each of the {len(args.dirs)} folders")
+    count = merge_traces([Path(d) for d in args.dirs], names, Path(args.output))
+    print(f"wrote {args.output} ({count} events of {', '.join(names)})")
+    return 0
+
+
 _show = _guard("show", _show_impl)
+_merge = _guard("merge", _merge_impl)
 _check = _guard("check", _check_impl)
 _export = _guard("export", _export_impl)
