@@ -51,12 +51,13 @@ def server_names(trace: Trace) -> list[str]:
     return sorted({p.proc.split(SEP, 1)[0] for p in trace.processes() if SEP in p.proc})
 
 
-def server_view(trace: Trace, name: str) -> Trace:
-    """One server's trace out of a merged one: its events and processes, with their own process names."""
+def server_view(trace: Trace, name: str, reindex: bool = True) -> Trace:
+    """One server's trace out of a merged one: its events and processes, with their own process names.
+    reindex=False keeps each event's index in the merged timeline (to draw both servers on one timeline)."""
     prefix = name + SEP
     events = [dataclasses.replace(ev, proc=ev.proc[len(prefix):]) for ev in trace.events if ev.proc.startswith(prefix)]
     for i, ev in enumerate(events):
-        ev.index = i
+        ev.index = i if reindex else ev.index
     processes = [dataclasses.replace(p, proc=p.proc[len(prefix):]) for p in trace.processes()
                  if p.proc.startswith(prefix)]
     return Trace(trace.folder, events, processes, list(trace.warnings))
