@@ -45,9 +45,11 @@ class DisaggTraceCollector:
 
     @hook
     def kv_sent(self, req: Req, endpoint: str, slots, nbytes: int) -> None:
+        """Emitted just before the KV leaves: the decode side may trace its receipt at once."""
         tracer.event("disagg.kv_sent", rid=req.rid, room=req.bootstrap_room, dst=endpoint, num_tokens=len(slots),
                      slots=slots, nbytes=nbytes, first_token=req.output_ids[-1])
         tracer.event("disagg.queued", rid=req.rid, queue="inflight", room=req.bootstrap_room)
+        tracer.flush()  # on disk before the KV leaves: a reader of the live traces never sees the receipt first
 
     @hook
     def kv_received(self, req: Req, slots, msg: KVMessage) -> None:

@@ -63,9 +63,9 @@ class SchedulerDisaggregationPrefillMixin:
         peer = self.bootstrap_server.registered[req.bootstrap_room]
         slots = self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(req.origin_input_ids)]
         k, v = gather_kv(self.token_to_kv_pool, slots)
-        nbytes = self.kv_sender.send(peer["endpoint"], req.bootstrap_room, req.output_ids[-1], req.output_logprobs[-1],
-                                     k, v)
-        self.disagg_trace.kv_sent(req, peer["endpoint"], slots, nbytes)
+        # traced first: the decode side may trace its receipt before this process writes another line
+        self.disagg_trace.kv_sent(req, peer["endpoint"], slots, 2 * k.numel() * k.element_size())
+        self.kv_sender.send(peer["endpoint"], req.bootstrap_room, req.output_ids[-1], req.output_logprobs[-1], k, v)
 
     def process_disagg_prefill_inflight_queue(self) -> None:
         """Requests whose decode half acknowledged the KV finish: their KV goes back (to the tree, or freed)."""
