@@ -86,7 +86,3 @@ class SchedulerDisaggregationDecodeMixin:
             self.running_batch.reqs.append(req)  # PREBUILT: as if its prefill had run here
         self.trace_collector.results_processed()
         self.stream_output([req])
-
-    def close_disagg_decode(self) -> None:
-        self.kv_receiver.close()
-        self.bootstrap_client.close()

@@ -82,7 +82,3 @@ class SchedulerDisaggregationPrefillMixin:
             self.trace_collector.req_finished(req)
         if acked:
             self.stream_output(acked)
-
-    def close_disagg_prefill(self) -> None:
-        self.bootstrap_server.close()
-        self.kv_sender.close()
