@@ -91,6 +91,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--all-rounds", action="store_true",
                    help="lifecycle: do not fold runs of decode rounds; round, kv, radix: draw every round; "
                         "admission: every round with admission events")
+    e.add_argument("--server", default=None, metavar="NAME",
+                   help="a merged trace (`trace merge`): the server whose rounds the round, kv, radix and admission "
+                        "views draw (default: decode); the lifecycle spans every server")
     e.add_argument("-o", "--output",
                    help="the file to write; '-' for stdout (default: DIR/trace<suffix>, or "
                         "DIR/<view>[-RID][-roundN].<dot|svg|png|mmd>)")
@@ -155,7 +158,16 @@ def _export_impl(args: argparse.Namespace) -> int:
 
     name = args.format or ("svg" if args.view else "perfetto")
     if name not in EXPORT_FORMATS:
-        return _diagram(args, name, load_trace(args.dir))
+        from tracer.reader import TraceError
+        from tracer.servers import pick_server
+
+        trace = load_trace(args.dir)
+        if (args.view or "lifecycle") != "lifecycle" or args.server:  # one server's rounds
+            try:
+                trace = pick_server(trace, args.server)
+            except ValueError as e:
+                raise TraceError(str(e)) from None
+        return _diagram(args, name, trace)
     fmt = EXPORT_FORMATS[name]
     text = fmt.render(load_trace(args.dir))
     if args.output == "-":
