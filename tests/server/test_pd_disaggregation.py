@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -69,13 +70,19 @@ def test_a_pd_pair_serves_the_engines_greedy_text_and_its_traces_meet(pair, engi
     with ThreadPoolExecutor(len(TEXTS)) as pool:  # at once: batched on both servers
         assert list(pool.map(generate, TEXTS)) == [engine.generate(t, GREEDY)["text"] for t in TEXTS]
 
+    # a client that leaves mid-stream: the decode server aborts the request and gives its KV back
+    stream = client.chat.completions.create(model=MODEL, messages=CHAT, temperature=0, stream=True, max_tokens=64,
+                                            extra_body={"ignore_eos": True})
+    assert sum(1 for _, _ in zip(stream, range(3))) == 3
+    stream.close()
+
     # straight to the decode server, without the router's bootstrap fields: refused, nothing held
     alone = httpx.post(f"{decode_url}/generate", json={"text": "Hi", "sampling_params": GREEDY}, timeout=60)
     assert alone.status_code == 400 and "sglang-router --pd-disaggregation" in alone.json()["error"]["message"]
 
     # every KV slot is back: the decode server holds none, the prefill server's radix tree keeps the prompts
     for url, cached in ((decode_url, False), (prefill_url, True)):
-        load = httpx.get(f"{url}/health").json()["load"]
+        load = _idle_load(url)
         assert load["num_running_reqs"] == load["num_waiting_reqs"] == 0
         assert load["free_slots"] + load["cached_slots"] == load["total_slots"]
         assert (load["cached_slots"] > 0) == cached
@@ -86,18 +93,31 @@ def test_a_pd_pair_serves_the_engines_greedy_text_and_its_traces_meet(pair, engi
 
     prefill, decode = pair.trace_dir / "prefill", pair.trace_dir / "decode"
     assert check_trace(load_trace(prefill)) == []
-    assert check_trace(load_trace(decode)) == []
+    decode_trace = load_trace(decode)
+    assert check_trace(decode_trace) == []
+    finished = [ev.get("finish_reason")["type"] for ev in decode_trace.events if ev.name == "sched.finished"]
+    assert finished.count("abort") == 1 and len(finished) == 6  # the client that left, and the five others
     merge_traces([prefill, decode], ["prefill", "decode"], tmp_path / "merged")
     merged = load_trace(tmp_path / "merged")
     assert check_trace(merged) == []
     sent = [ev for ev in merged.events if ev.name == "disagg.kv_sent"]
     received = {ev.get("room"): ev for ev in merged.events if ev.name == "disagg.kv_received"}
-    assert len(sent) == len(received) == 5 and all(ev.proc == "prefill/scheduler" for ev in sent)
+    assert len(sent) == len(received) == 6 and all(ev.proc == "prefill/scheduler" for ev in sent)
     assert all(received[ev.get("room")].get("nbytes") == ev.get("nbytes") > 0 for ev in sent)
 
     _lifecycle_spans_both_servers(merged, sent[0].rid)
     asyncio.run(_open_replay(pick_server(merged, "decode")))
     _a_lost_byte_is_caught(tmp_path / "merged", tmp_path / "tampered")
+
+
+def _idle_load(url: str, timeout: float = 120) -> dict:
+    """The server's load once nothing runs (an abort reaches the scheduler a moment after the client left)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        load = httpx.get(f"{url}/health").json()["load"]
+        if load["num_running_reqs"] == load["num_waiting_reqs"] == 0 or time.monotonic() > deadline:
+            return load
+        time.sleep(0.2)
 
 
 def _lifecycle_spans_both_servers(merged, rid: str) -> None:
