@@ -46,6 +46,10 @@ class ServerArgs:
     nnodes: int = 1
     node_rank: int = 0
     dist_init_addr: str | None = None  # host:port where the ranks meet; None: a free local port (one node)
+    # prefill/decode disaggregation (minisgl/disaggregation/): null | prefill | decode
+    disaggregation_mode: str = "null"
+    disaggregation_bootstrap_port: int = 8998  # prefill: where its bootstrap server listens
+    disaggregation_transfer_backend: str = "zmq"
 
     @property
     def tp_size_per_node(self) -> int:
@@ -54,6 +58,8 @@ class ServerArgs:
     def __post_init__(self) -> None:
         if self.chunked_prefill_size is not None and self.chunked_prefill_size <= 0:
             self.chunked_prefill_size = None
+        if self.disaggregation_mode == "decode":  # as SGLang: a decode server's KV comes whole, not from a tree
+            self.disable_radix_cache = True
 
     def overlap_schedule(self) -> bool:
         """Whether the scheduler runs event_loop_overlap (forward on its own thread, results a round late)."""
@@ -109,9 +115,11 @@ class ServerArgs:
             raise ValueError("--speculative-algorithm and --enable-overlap-schedule cannot be combined: a round's "
                              "drafts come from the tokens of the round before, which the overlap loop has not "
                              "processed yet when it forms the next round")
+        from minisgl.disaggregation.utils import validate_disaggregation_args
         from minisgl.distributed.launch import validate_parallel_args
 
         validate_parallel_args(self)
+        validate_disaggregation_args(self)
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -180,9 +188,11 @@ class ServerArgs:
                        default=d.speculative_ngram_max_match_window_size,
                        help="longest suffix tried first (the longest match wins, then the most recent)")
 
+        from minisgl.disaggregation.utils import add_disaggregation_cli_args
         from minisgl.distributed.launch import add_parallel_cli_args
 
         add_parallel_cli_args(parser, d)
+        add_disaggregation_cli_args(parser, d)
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:

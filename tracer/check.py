@@ -10,10 +10,12 @@ from collections import Counter, defaultdict
 
 from tracer import schema as S
 from tracer.check_admission import check_admission
+from tracer.check_disagg import check_disagg
 from tracer.dp_ranks import dp_scheduler_procs, rank_view
 from tracer.event import Event
 from tracer.reader import Trace
 from tracer.replay import replay
+from tracer.servers import server_names, server_view
 from tracer.state import TREE, UNASSIGNED
 from tracer.tp_ranks import check_tp_ranks
 from tracer.tree import tree_slots
@@ -28,7 +30,11 @@ CLIENT_LEFT = 499  # the HTTP status the server traces for a client that closed 
 def check_trace(trace: Trace) -> list[str]:
     """Every failed invariant, one line each; an empty list means the trace is consistent. With several
     data-parallel scheduler ranks, the scheduler's own invariants (KV, rounds, replay, admission) are checked
-    on each rank's view (tracer/dp_ranks.py), prefixed with the rank's process name."""
+    on each rank's view (tracer/dp_ranks.py), prefixed with the rank's process name. A merged trace of several
+    servers (tracer/servers.py): each server's view is checked whole, then the KV transfers between them."""
+    if servers := server_names(trace):
+        return [f"{name}: {line}" for name in servers for line in check_trace(server_view(trace, name))] + \
+            check_disagg(trace)
     out = (check_sequence(trace) + check_ipc(trace) + check_lifecycles(trace) + check_tokens(trace)
            + check_tp_ranks(trace))
     ranks = dp_scheduler_procs(trace)
@@ -42,7 +48,7 @@ def check_trace(trace: Trace) -> list[str]:
 
 def _check_scheduler(trace: Trace) -> list[str]:
     return (check_kv(trace) + check_rounds(trace) + check_replay(trace) + check_admission(trace)
-            + check_overlap(trace))
+            + check_overlap(trace) + check_disagg(trace))
 
 
 def check_dispatch(trace: Trace) -> list[str]:

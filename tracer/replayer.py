@@ -12,6 +12,7 @@ from collections.abc import Callable
 from tracer import schema as S
 from tracer.batch import assign_sampled_tokens, build_batch
 from tracer.event import Event
+from tracer.replay_disagg import LEFT_BATCH, disagg_handlers
 from tracer.state import (
     ABORTED,
     FINISHED,
@@ -35,9 +36,7 @@ class Replayer:
         self.level = level
         self.kv_size: int | None = None
         self.round: int | None = None
-        self.waiting: list[str] = []
-        self.running: list[str] = []
-        self.chunked: str | None = None
+        self.waiting, self.running, self.chunked = [], [], None  # queues: list[str], list[str], str | None
         self.reqs: dict[str, ReqState] = {}
         self.slot_owner: dict[int, str] = {}
         self.tree: list[dict] = []
@@ -62,7 +61,7 @@ class Replayer:
             S.CACHE_INSERTED: self._cache_inserted, S.CACHE_EVICTED: self._kv_free,
             S.CACHE_TREE: self._cache_tree, S.SCHED_SPEC_VERIFIED: self._spec_verified,
             S.SCHED_RETRACTED: self._retracted, S.SCHED_ABORT_REQUESTED: self._abort_requested,
-            S.SCHED_FINISHED: self._finished, S.SCHED_ROUND_END: self._round_end,
+            S.SCHED_FINISHED: self._finished, S.SCHED_ROUND_END: self._round_end, **disagg_handlers(self),
         }
 
     # ---- driving ----------------------------------------------------------------------------------
@@ -99,7 +98,7 @@ class Replayer:
         self._round_closed, self.batch, self._result_batch = False, None, None
         if last is not None and last.mode in ("EXTEND", "MIXED"):
             done = {r for r in (*self.running, *last.rids)  # only these can matter: O(batch), not O(reqs)
-                    if r in self.reqs and self.reqs[r].status in (FINISHED, ABORTED)}
+                    if r in self.reqs and self.reqs[r].status in LEFT_BATCH}
             joined = [r for r in last.rids if r != self.chunked and r not in done and r not in self.running]
             self.running = [r for r in self.running if r not in done] + joined
 

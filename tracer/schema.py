@@ -14,8 +14,8 @@ LEVEL_REQUESTS, LEVEL_TOKENS, LEVEL_TENSORS = 1, 2, 3
 LEVELS = {LEVEL_REQUESTS: "requests and rounds", LEVEL_TOKENS: "adds per-token events and input ids",
           LEVEL_TENSORS: "adds every row's positions and input ids on model.forward"}
 
-LANES = ("http", "tm", "dp", "sched", "kv", "cache", "model", "detok", "ipc", "trace")  # an event name's prefix
-SCHED_LANES = ("sched", "kv", "cache", "model")  # the lanes of the scheduler process: rounds stamp them
+LANES = ("http", "tm", "dp", "sched", "kv", "cache", "model", "detok", "ipc", "trace", "disagg")  # a name's prefix
+SCHED_LANES = ("sched", "kv", "cache", "model", "disagg")  # the lanes of the scheduler process: rounds stamp them
 PROCESSES = ("engine", "tokenizer_manager", "data_parallel_controller", "scheduler", "detokenizer")  # offline
 # Engine, then the server's; with --dp-size N the schedulers are scheduler_dp0 … scheduler_dp{N-1}
 DP_SCHEDULER_PREFIX = "scheduler_dp"
@@ -197,10 +197,28 @@ SCHED_ROUND_END = _event("sched.round_end", {
 KV_ALLOC = _event("kv.alloc", {"slots": "allocated, no owner yet"})
 KV_ASSIGNED = _event("kv.assigned", {"slots": "the rows of this rid written this round"})
 KV_FREE = _event("kv.free", {"slots": "back on the free list",
-                             "reason": "duplicate, finished, evicted, flush, retracted or rejected"})
+                             "reason": "duplicate, finished, evicted, flush, retracted, rejected or transferred"})
 CACHE_INSERTED = _event("cache.inserted", {"slots": "now owned by the radix tree"})
 CACHE_EVICTED = _event("cache.evicted", {"slots": "every slot one eviction freed"})
 CACHE_TREE = _event("cache.tree", {"nodes": "the whole tree: [{id, parent, key, value, lock_ref}]"})
+
+# ---- disagg: prefill/decode disaggregation (--disaggregation-mode prefill|decode) -----------------
+DISAGG_QUEUED = _event("disagg.queued", {
+    "queue": "bootstrap, inflight (prefill) or prealloc, transfer (decode)", "room": "the bootstrap room"},
+    since=2)
+DISAGG_BOOTSTRAP = _event("disagg.bootstrap", {
+    "room": "the bootstrap room", "mode": "prefill: the decode half registered; decode: it registered",
+    "peer": "the other server's endpoint", "num_slots": "KV slots the decode half preallocated"}, since=2)
+DISAGG_KV_SENT = _event("disagg.kv_sent", {
+    "room": "the bootstrap room", "dst": "the decode server's KV endpoint", "num_tokens": "prompt KV rows sent",
+    "slots": "the prefill's KV slots they came from", "nbytes": "K and V bytes, every layer",
+    "first_token": "the token the prefill sampled"}, since=2)
+DISAGG_KV_RECEIVED = _event("disagg.kv_received", {
+    "room": "the bootstrap room", "num_tokens": "prompt KV rows received",
+    "slots": "the preallocated slots they were written to", "nbytes": "K and V bytes, every layer",
+    "first_token": "the prefill's first token"}, since=2)
+DISAGG_TRANSFER_DONE = _event("disagg.transfer_done", {"room": "the bootstrap room (the decode half acked)"},
+                              since=2)
 
 # ---- model: the ModelRunner -----------------------------------------------------------------------
 MODEL_FORWARD = _event("model.forward", {

@@ -12,6 +12,8 @@ TREE = "(tree)"  # owner of a KV slot held by the radix tree
 UNASSIGNED = "(allocated)"  # owner of a KV slot taken by kv.alloc but not yet kv.assigned to a request
 
 WAITING, RUNNING, FINISHED, ABORTED, RETRACTED = "waiting", "running", "finished", "aborted", "retracted"
+TRANSFERRING = "transferring"  # PD prefill: its KV sent to the decode server, waiting for the ack (no batch)
+LEFT_BATCH = (FINISHED, ABORTED, TRANSFERRING)  # statuses of a request that does not join running_batch
 
 
 @dataclass

@@ -20,6 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a trace of `minisgl serve --dp-size N`: replay scheduler rank N (scheduler_dpN) beside "
                         "the HTTP server, TokenizerManager, DataParallelController and detokenizer (default 0); "
                         "the other ranks' scheduler events are left out. A trace with one scheduler ignores it")
+    p.add_argument("--server", default=None, metavar="NAME",
+                   help="a merged trace of several servers (`minisgl trace merge`): replay this one (default: "
+                        "decode, else the first by name)")
     web = p.add_argument_group("in a browser (textual-serve)")
     web.add_argument("--web", action="store_true",
                      help="serve the app in a browser instead of the terminal: each browser tab runs its own "
@@ -40,6 +43,7 @@ def run(args: argparse.Namespace, prog: str = "minisgl replay", command: list[st
     words that start this app, before the folder and options: `python -m tui` when not given)."""
     from tracer.dp_ranks import pick_rank
     from tracer.reader import TraceError, TraceTail, load_trace
+    from tracer.servers import pick_server
     from tracer.show import find_rid
 
     if args.poll <= 0:
@@ -52,7 +56,7 @@ def run(args: argparse.Namespace, prog: str = "minisgl replay", command: list[st
             tail.poll()
             trace = tail.trace
         else:
-            tail, trace = None, pick_rank(load_trace(args.dir), dp_rank)
+            tail, trace = None, pick_rank(pick_server(load_trace(args.dir), getattr(args, "server", None)), dp_rank)
         rid = find_rid(trace, args.rid) if args.rid else None
     except (TraceError, ValueError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
@@ -76,6 +80,8 @@ def _app_argv(args: argparse.Namespace, command: list[str]) -> list[str]:
         argv.append("--follow")
     if getattr(args, "dp_rank", 0):
         argv.append(f"--dp-rank={args.dp_rank}")
+    if getattr(args, "server", None):
+        argv.append(f"--server={args.server}")
     if args.rid:
         argv.append(f"--rid={args.rid}")  # one word, even if the rid starts with a dash
     return argv

@@ -36,6 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "not with --worker-urls)")
     g.add_argument("--worker-urls", nargs="+", default=None, metavar="URL",
                    help="route to workers that already run (e.g. on other machines) instead of starting any")
+    g.add_argument("--pd-disaggregation", action="store_true",
+                   help="start one prefill server (--disaggregation-mode prefill) and one decode server "
+                        "(--disaggregation-mode decode) and the router in its PD mode (sglang-router "
+                        "--pd-disaggregation): each request is prefilled on one and decoded on the other; not with "
+                        "--workers or --worker-urls")
     g.add_argument("--policy", default="cache_aware", choices=POLICIES,
                    help="how the router picks a worker (SGLang's router policies; default cache_aware; "
                         "power_of_two needs at least 2 workers)")
@@ -112,6 +117,11 @@ def run(args: argparse.Namespace) -> int:
         if args.worker_urls and args.workers is not None:
             raise RouterLaunchError("give --workers (start workers here) or --worker-urls (use running ones), "
                                     "not both")
+        if args.pd_disaggregation and (args.worker_urls or args.workers is not None):
+            raise RouterLaunchError("--pd-disaggregation starts its own prefill and decode server: leave out "
+                                    "--workers and --worker-urls")
+        if args.pd_disaggregation and args.disaggregation_mode != "null":
+            raise RouterLaunchError("--pd-disaggregation gives each server its --disaggregation-mode: leave it out")
         workers = 0 if args.worker_urls else (args.workers or 2)
         if args.policy == "power_of_two" and max(workers, len(args.worker_urls or ())) < 2:
             raise RouterLaunchError("--policy power_of_two needs at least 2 workers")
@@ -121,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             worker_urls=list(args.worker_urls or ()), serve_argv=serve_argv(args), trace_dir=args.trace_dir,
             policy=args.policy, host=args.host, port=args.port, router_log_level=args.router_log_level,
             router_args=router_args + (["--api-key", args.api_key] if args.api_key else []),
-            startup_timeout=args.startup_timeout,
+            startup_timeout=args.startup_timeout, pd_disaggregation=args.pd_disaggregation,
         )
     except (RouterLaunchError, ValueError) as e:
         print(f"minisgl router: error: {e}", file=sys.stderr)

@@ -5,6 +5,9 @@
     wait for the router's /health      then print one "ready" line and watch the children
     on SIGINT/SIGTERM or a death       SIGTERM to the router and every worker, wait, SIGKILL what is left
 
+With pd_disaggregation: worker 0 is `--disaggregation-mode prefill` (its bootstrap server on a free port), worker 1
+`--disaggregation-mode decode`, and the router runs `--pd-disaggregation --prefill URL PORT --decode URL`.
+
 Every child runs in its own session (a Ctrl-C in the terminal reaches the launcher alone, which then sends one
 SIGTERM to each child) and gets SIGTERM from the kernel if the launcher itself is killed (PR_SET_PDEATHSIG), so
 no worker or router outlives it.
@@ -76,11 +79,13 @@ def _die_with_parent() -> None:
 class RouterLauncher:
     def __init__(self, router_python: str, num_workers: int, worker_urls: list[str], serve_argv: list[str],
                  trace_dir: str | None, policy: str, host: str, port: int, router_log_level: str,
-                 router_args: list[str], startup_timeout: float):
+                 router_args: list[str], startup_timeout: float, pd_disaggregation: bool = False):
         self.router_python, self.num_workers, self.worker_urls = router_python, num_workers, list(worker_urls)
         self.serve_argv, self.trace_dir, self.policy = serve_argv, trace_dir, policy
         self.host, self.port, self.router_log_level = host, port, router_log_level
         self.router_args, self.startup_timeout = router_args, startup_timeout
+        self.pd_disaggregation = pd_disaggregation
+        self.bootstrap_port = free_port() if pd_disaggregation else None  # the prefill server's bootstrap server
         self.workers: list[subprocess.Popen] = []
         self.router: subprocess.Popen | None = None
         self.ready_urls: dict[int, str] = {}
@@ -94,8 +99,10 @@ class RouterLauncher:
             self._wait_workers_ready()
             self._start_router()
             self._wait_router_ready()
-            print(f"minisgl router: ready at http://{self.host}:{self.port} ({self.policy} over "
-                  f"{len(self.worker_urls)} workers: {' '.join(self.worker_urls)})", flush=True)
+            over = (f"prefill {self.worker_urls[0]} (bootstrap port {self.bootstrap_port}), decode "
+                    f"{self.worker_urls[1]}" if self.pd_disaggregation
+                    else f"{len(self.worker_urls)} workers: {' '.join(self.worker_urls)}")
+            print(f"minisgl router: ready at http://{self.host}:{self.port} ({self.policy} over {over})", flush=True)
             return self._watch()
         except RouterLaunchError as e:
             print(f"minisgl router: error: {e}", file=sys.stderr, flush=True)
@@ -117,8 +124,13 @@ class RouterLauncher:
             self.trace_dir = f"minisgl-trace-{time.strftime('%Y%m%d-%H%M%S')}"
         for i in range(self.num_workers):
             argv = [sys.executable, "-m", "minisgl.cli", "serve", "--port", "0", *self.serve_argv]
+            name = f"worker-{i}"
+            if self.pd_disaggregation:
+                name = ("prefill", "decode")[i]
+                argv += ["--disaggregation-mode", name]
+                argv += ["--disaggregation-bootstrap-port", str(self.bootstrap_port)] if i == 0 else []
             if self.trace_dir is not None:
-                argv += ["--trace", str(Path(self.trace_dir) / f"worker-{i}")]
+                argv += ["--trace", str(Path(self.trace_dir) / name)]
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     bufsize=1, start_new_session=True, preexec_fn=_die_with_parent)
             self.workers.append(proc)
@@ -151,9 +163,13 @@ class RouterLauncher:
 
     # ---- the router -------------------------------------------------------------------------------
     def router_argv(self) -> list[str]:
+        if self.pd_disaggregation:
+            workers = ["--pd-disaggregation", "--prefill", self.worker_urls[0], str(self.bootstrap_port),
+                       "--decode", self.worker_urls[1]]
+        else:
+            workers = ["--worker-urls", *self.worker_urls]
         argv = [self.router_python, "-m", "sglang_router.launch_router", "--host", self.host,
-                "--port", str(self.port), "--worker-urls", *self.worker_urls, "--policy", self.policy,
-                "--log-level", self.router_log_level]
+                "--port", str(self.port), *workers, "--policy", self.policy, "--log-level", self.router_log_level]
         given = " ".join(self.router_args)
         if "--prometheus-port" not in given:  # its default (29000) would clash with a second router
             argv += ["--prometheus-port", str(free_port())]

@@ -54,6 +54,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("dir", help="the trace folder")
     c.set_defaults(func=_check)
 
+    m = tsub.add_parser("merge", help="merge the traces of several servers (a prefill/decode pair) into one",
+                        description="Copy each server's trace folder into OUT, each process renamed "
+                                    "<server>/<process> (the server's name is --names', default prefill and "
+                                    "decode for two folders). check checks each server and every KV transfer "
+                                    "between them; replay opens one server (--server); a lifecycle diagram of "
+                                    "one request spans both.")
+    m.add_argument("dirs", nargs="+", metavar="DIR", help="the servers' trace folders")
+    m.add_argument("-o", "--output", required=True, metavar="OUT", help="the new folder to write")
+    m.add_argument("--names", nargs="+", default=None,
+                   help="each server's name, in the order of the folders (default for two: prefill decode)")
+    m.set_defaults(func=_merge)
+
     from tracer.diagrams import FORMATS, VIEWS
 
     e = tsub.add_parser("export", help="write the trace in another format (perfetto) or draw it (diagrams)",
@@ -79,6 +91,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--all-rounds", action="store_true",
                    help="lifecycle: do not fold runs of decode rounds; round, kv, radix: draw every round; "
                         "admission: every round with admission events")
+    e.add_argument("--server", default=None, metavar="NAME",
+                   help="a merged trace (`trace merge`): the server whose rounds the round, kv, radix and admission "
+                        "views draw (default: decode); the lifecycle spans every server")
     e.add_argument("-o", "--output",
                    help="the file to write; '-' for stdout (default: DIR/trace<suffix>, or "
                         "DIR/<view>[-RID][-roundN].<dot|svg|png|mmd>)")
@@ -143,7 +158,16 @@ def _export_impl(args: argparse.Namespace) -> int:
 
     name = args.format or ("svg" if args.view else "perfetto")
     if name not in EXPORT_FORMATS:
-        return _diagram(args, name, load_trace(args.dir))
+        from tracer.reader import TraceError
+        from tracer.servers import pick_server
+
+        trace = load_trace(args.dir)
+        if (args.view or "lifecycle") != "lifecycle" or args.server:  # one server's rounds
+            try:
+                trace = pick_server(trace, args.server)
+            except ValueError as e:
+                raise TraceError(str(e)) from None
+        return _diagram(args, name, trace)
     fmt = EXPORT_FORMATS[name]
     text = fmt.render(load_trace(args.dir))
     if args.output == "-":
@@ -178,6 +202,19 @@ def _diagram(args: argparse.Namespace, fmt: str, trace) -> int:
     return 0
 
 
+def _merge_impl(args: argparse.Namespace) -> int:
+    from tracer.reader import TraceError
+    from tracer.servers import merge_traces
+
+    names = args.names or (["prefill", "decode"] if len(args.dirs) == 2 else None)
+    if names is None or len(names) != len(args.dirs):
+        raise TraceError(f"give --names, one name for each of the {len(args.dirs)} folders")
+    count = merge_traces([Path(d) for d in args.dirs], names, Path(args.output))
+    print(f"wrote {args.output} ({count} events of {', '.join(names)})")
+    return 0
+
+
 _show = _guard("show", _show_impl)
+_merge = _guard("merge", _merge_impl)
 _check = _guard("check", _check_impl)
 _export = _guard("export", _export_impl)

@@ -22,6 +22,10 @@ class TokenizedGenerateReqInput:
     return_logprob: bool = False  # send each output token's log-probability back
     top_logprobs_num: int = 0  # and this many most likely tokens at each position
     routed_dp_rank: int | None = None  # with --dp-size > 1: the rank the client chose (None: the controller picks)
+    # --disaggregation-mode prefill|decode: where the prefill server's bootstrap listens, and the pairing room
+    bootstrap_host: str | None = None
+    bootstrap_port: int | None = None
+    bootstrap_room: int | None = None
 
 
 @dataclass

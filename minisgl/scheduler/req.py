@@ -19,7 +19,8 @@ _EMPTY = torch.empty(0, dtype=torch.int64)
 class Req:
     def __init__(self, rid: str, origin_input_ids: list[int], sampling_params: SamplingParams,
                  eos_token_ids: set[int], stream: bool = False, input_text: str | None = None,
-                 return_logprob: bool = False, top_logprobs_num: int = 0):
+                 return_logprob: bool = False, top_logprobs_num: int = 0, bootstrap_host: str | None = None,
+                 bootstrap_port: int | None = None, bootstrap_room: int | None = None):
         self.rid = rid
         self.origin_input_text = input_text
         self.origin_input_ids = origin_input_ids
@@ -48,6 +49,9 @@ class Req:
         self.send_token_offset = 0  # output tokens already sent to the detokenizer
         # overlap loop: placeholders (-k, FutureMap index k) of tokens launched rounds are sampling, oldest first
         self.future_token_ids: list[int] = []
+        # prefill/decode disaggregation (minisgl/disaggregation/): the prefill server's bootstrap address, and
+        # the room, the number the router gave both halves of this request so they find each other
+        self.bootstrap_host, self.bootstrap_port, self.bootstrap_room = bootstrap_host, bootstrap_port, bootstrap_room
 
     # ---- admission --------------------------------------------------------------------------------
     def init_next_round_input(self, tree_cache=None) -> None:

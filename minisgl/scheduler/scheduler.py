@@ -2,7 +2,8 @@
 
     recv_requests -> process_input_requests -> get_next_batch_to_run -> run_batch -> process_batch_result
 
-(event_loop_overlap, in scheduler_overlap.py, runs a round's forward on a thread of its own meanwhile.)
+(event_loop_overlap, in scheduler_overlap.py, runs a round's forward on a thread of its own meanwhile;
+with --disaggregation-mode, process_disagg_queues pairs and transfers requests: minisgl/disaggregation/.)
 
 State kept across rounds:
     waiting_queue  requests not yet admitted (new, or retracted to make room)
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import logging
 
+from minisgl.disaggregation.mixin import SchedulerDisaggregationMixin
+from minisgl.disaggregation.utils import DisaggregationMode
 from minisgl.mem_cache.cache_manager import CacheManager
 from minisgl.mem_cache.chunk_cache import ChunkCache
 from minisgl.mem_cache.radix_cache import RadixCache
@@ -30,14 +33,15 @@ from minisgl.scheduler.io_struct import (
     FlushCacheReq,
     FlushCacheReqOutput,
     GetLoadReq,
-    GetLoadReqOutput,
     TokenizedGenerateReqInput,
 )
 from minisgl.scheduler.output_processor import SchedulerOutputProcessorMixin
 from minisgl.scheduler.req import Req
 from minisgl.scheduler.schedule_batch import ScheduleBatch
 from minisgl.scheduler.schedule_policy import AddReqResult, PrefillAdder, SchedulePolicy
+from minisgl.scheduler.scheduler_metrics_mixin import SchedulerMetricsMixin
 from minisgl.scheduler.scheduler_overlap import SchedulerOverlapMixin
+from minisgl.scheduler.scheduler_runtime_checker_mixin import SchedulerRuntimeCheckerMixin
 from minisgl.scheduler.tp_worker import GenerationBatchResult, TpModelWorker
 from minisgl.scheduler.trace_collector import SchedulerTraceCollector
 from minisgl.server_args import ServerArgs
@@ -50,7 +54,8 @@ logger = logging.getLogger(__name__)
 INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY = 0.7, 0.1, 0.001
 
 
-class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
+class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerDisaggregationMixin,
+                SchedulerMetricsMixin, SchedulerRuntimeCheckerMixin):
     def __init__(self, server_args: ServerArgs, model_runner: ModelRunner, tokenizer, recv_from_tokenizer,
                  send_to_detokenizer, dp_rank: int = 0):
         self.server_args = server_args
@@ -82,6 +87,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
         self.forward_ct = 0  # rounds that ran a batch
         self.num_retracted = 0
         self.init_overlap()  # result_queue, and the forward thread when --enable-overlap-schedule
+        self.init_disaggregation()  # the bootstrap and transfer queues of --disaggregation-mode prefill|decode
 
     # ---- the loop ---------------------------------------------------------------------------------
     def event_loop_normal(self) -> None:
@@ -92,6 +98,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
         self.trace_collector.round_begin()
         recv_reqs = self.recv_requests(block=block and self.is_idle())
         self.process_input_requests(recv_reqs)
+        self.process_disagg_queues()
         batch = self.get_next_batch_to_run()
         self.cur_batch = batch
         if batch is not None:
@@ -109,7 +116,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
         pending = self.last_batch is not None and self.last_batch.forward_mode.is_extend() and any(
             not r.finished() for r in self.last_batch.reqs)
         return (not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None and not pending
-                and not self.result_queue)
+                and not self.result_queue and not self.disagg_busy())
 
     def recv_requests(self, block: bool = False) -> list:
         return self.recv_from_tokenizer.recv_all(block)
@@ -136,6 +143,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
             return self._refuse(recv_req, f"duplicate request id {recv_req.rid!r}: a request with it is running")
         if n == 0:
             return self._refuse(recv_req, "the prompt is empty: at least one input token is needed")
+        if why := self.disagg_refusal(recv_req):
+            return self._refuse(recv_req, why)
         if n >= self.max_req_len:
             return self._refuse(
                 recv_req,
@@ -151,10 +160,20 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
             logger.warning("rid %s: max_new_tokens %d clamped to %d (prompt %d + output must fit %d)",
                            recv_req.rid, asked, params.max_new_tokens, n, self.max_req_len)
         req = Req(recv_req.rid, list(recv_req.input_ids), params, self.eos_token_ids, recv_req.stream,
-                  recv_req.input_text, recv_req.return_logprob, recv_req.top_logprobs_num)
+                  recv_req.input_text, recv_req.return_logprob, recv_req.top_logprobs_num, recv_req.bootstrap_host,
+                  recv_req.bootstrap_port, recv_req.bootstrap_room)
         self.rid_to_req[req.rid] = req
-        self.waiting_queue.append(req)
+        self._add_request_to_queue(req)
         self.trace_collector.req_created(req, asked)
+
+    def _add_request_to_queue(self, req: Req) -> None:
+        """NULL: the waiting queue. PREFILL: first wait for the decode half; DECODE: first wait for KV slots."""
+        if self.disaggregation_mode == DisaggregationMode.PREFILL:
+            self.disagg_prefill_bootstrap_queue.append(req)
+        elif self.disaggregation_mode == DisaggregationMode.DECODE:
+            self.disagg_decode_prealloc_queue.append(req)
+        else:
+            self.waiting_queue.append(req)
 
     def _refuse(self, recv_req: TokenizedGenerateReqInput, message: str) -> None:
         req = Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(), self.eos_token_ids)
@@ -166,26 +185,16 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
         req = self.rid_to_req.get(recv_req.rid)
         if req is None:
             return
-        where = "waiting" if req in self.waiting_queue else "running"
+        where = "waiting" if req in self.waiting_queue or self.disagg_remove_waiting(req) else "running"
         self.trace_collector.abort_requested(req, where)
         if where == "waiting":  # holds no KV: finish it now
-            self.waiting_queue.remove(req)
+            if req in self.waiting_queue:
+                self.waiting_queue.remove(req)
             req.finished_reason = FINISH_ABORT()
             self.trace_collector.req_finished(req)
             self.stream_output([req])
         else:  # running or mid-prefill: it finishes when its next token is processed
             req.to_abort = True
-
-    def get_load(self) -> GetLoadReqOutput:
-        """The server's /health shows this, so a test can see a finished or aborted request's slots come back."""
-        return GetLoadReqOutput(
-            num_running_reqs=len(self.rid_to_req) - len(self.waiting_queue),  # admitted, not yet finished
-            num_waiting_reqs=len(self.waiting_queue),
-            free_slots=self.token_to_kv_pool.available_size(),
-            cached_slots=self.tree_cache.total_size(),
-            total_slots=self.token_to_kv_pool.size,
-            dp_rank=self.dp_rank,
-        )
 
     def flush_cache(self) -> bool:
         if not self.is_idle():
@@ -284,15 +293,3 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin):
     # ---- bookkeeping ------------------------------------------------------------------------------
     def _empty_batch(self) -> ScheduleBatch:
         return ScheduleBatch.init_new([], self.req_to_token_pool, self.token_to_kv_pool, self.cache_manager)
-
-    def self_check_during_idle(self) -> None:
-        """When nothing is queued or running, every KV slot must be free or held by the radix cache."""
-        if not self.is_idle():
-            return
-        free, cached = self.token_to_kv_pool.available_size(), self.tree_cache.total_size()
-        if free + cached != self.token_to_kv_pool.size:
-            raise RuntimeError(
-                f"KV cache leak: {free} free + {cached} cached != {self.token_to_kv_pool.size} slots while idle"
-            )
-        if self.req_to_token_pool.available_size() != self.req_to_token_pool.size:
-            raise RuntimeError("request slot leak: request slots are held while idle")

@@ -86,7 +86,12 @@ class SchedulerTraceCollector:
             attrs["max_new_tokens_clamped"] = {"from": asked_max_new_tokens, "to": req.sampling_params.max_new_tokens}
         tracer.event("sched.req_created", rid=req.rid, type="Req", input_len=len(req.origin_input_ids),
                      sampling_params=req.sampling_params.to_dict(), **attrs)
-        tracer.event("sched.enqueued", rid=req.rid, queue_len=len(self.sched.waiting_queue), retracted=False)
+        waiting = self.sched.waiting_queue
+        if waiting and waiting[-1] is req:
+            tracer.event("sched.enqueued", rid=req.rid, queue_len=len(waiting), retracted=False)
+        else:  # --disaggregation-mode: the prefill's bootstrap queue or the decode's prealloc queue first
+            self.sched.disagg_trace.queued(req, "bootstrap" if self.sched.disaggregation_mode.value == "prefill"
+                                           else "prealloc")
 
     @hook
     def req_refused(self, req: Req, message: str) -> None:

@@ -55,8 +55,8 @@ def refusing(*names: str) -> Any:
 class RouterFields(RequestModel):
     """What SGLang's router (sgl-model-gateway) adds to a request on its way to a worker. The data-parallel
     rank is honoured (with --dp-size N, ranks 0 … N-1; serving_base.py checks the range and lets the
-    X-Data-Parallel-Rank header win over the body); minisgl runs no prefill/decode disaggregation, so the
-    bootstrap fields are accepted and have no effect."""
+    X-Data-Parallel-Rank header win over the body); the bootstrap fields pair a request's halves on a prefill
+    and a decode server (--disaggregation-mode, minisgl/disaggregation/); in mode null they have no effect."""
 
     bootstrap_host: str | None = None  # PD disaggregation: where the decode worker fetches the prefill's KV
     bootstrap_port: int | None = Field(default=None, ge=0, le=65535)

@@ -50,8 +50,10 @@ class OpenAIServingBase:
         raise NotImplementedError
 
     def _new_rid(self, request: Any) -> str:
-        """The client's `rid` (SGLang's extension: scenarios and lessons name requests R1, R2), else a fresh one."""
-        return getattr(request, "rid", None) or uuid.uuid4().hex
+        """The client's `rid` (SGLang's extension: scenarios and lessons name requests R1, R2), else the PD
+        pairing room's (both halves of a disaggregated request share it, so the two servers' traces meet), else a
+        fresh one."""
+        return getattr(request, "rid", None) or room_rid(request) or uuid.uuid4().hex
 
     def _validate_request(self, request: Any) -> None:
         model = getattr(request, "model", None)
@@ -69,6 +71,8 @@ class OpenAIServingBase:
             self._validate_request(request)
             obj = self._convert_to_internal_request(request, rid)
             obj.routed_dp_rank = extract_routed_dp_rank(request, raw_request, self.tokenizer_manager.dp_size)
+            for name in ("bootstrap_host", "bootstrap_port", "bootstrap_room"):  # PD disaggregation's pairing
+                setattr(obj, name, getattr(request, name, None))
             if request.stream:
                 return await self._handle_streaming_request(obj, request, raw_request)
             return await self._handle_non_streaming_request(obj, request, raw_request)
@@ -165,6 +169,12 @@ async def read_request(raw_request: Request, request_cls: type[M], tokenizer_man
 
 
 DP_RANK_HEADER = "x-data-parallel-rank"  # SGLang's X-Data-Parallel-Rank (HTTP header names ignore case)
+
+
+def room_rid(request: Any) -> str | None:
+    """`pd-<room>` for a request the router sent to a prefill/decode pair (bootstrap_room), else None."""
+    room = getattr(request, "bootstrap_room", None)
+    return None if room is None else f"pd-{room}"
 
 
 def extract_routed_dp_rank(request: Any, raw_request: Request, dp_size: int) -> int | None:

@@ -75,7 +75,8 @@ class TokenizerManagerCore:
                                    param="input_ids")
         return TokenizedGenerateReqInput(obj.rid, text, input_ids, dict(obj.sampling_params), obj.stream,
                                          obj.return_logprob, obj.top_logprobs_num if obj.return_logprob else 0,
-                                         obj.routed_dp_rank)
+                                         obj.routed_dp_rank, obj.bootstrap_host, obj.bootstrap_port,
+                                         obj.bootstrap_room)
 
     def _init_req_state(self, obj: GenerateReqInput, event: asyncio.Event | None = None) -> ReqState:
         if obj.rid in self.rid_to_state:

@@ -21,6 +21,8 @@ CLI = [sys.executable, "-m", "minisgl.cli", "router"]
     (["--max-total-tokens", "-5"], "--max-total-tokens must be >= 1, not -5"),
     (["--workers", "0"], "must be at least 1"),
     (["--port", "70000"], "must be a port number"),
+    (["--pd-disaggregation", "--workers", "2"], "--pd-disaggregation starts its own prefill and decode server"),
+    (["--pd-disaggregation", "--disaggregation-mode", "decode"], "gives each server its --disaggregation-mode"),
 ])
 def test_refused_before_anything_starts(args, message):
     out = subprocess.run([*CLI, *args], capture_output=True, text=True, env=ENV, timeout=120)

@@ -96,12 +96,12 @@ def _mermaid(trace: Trace, view: str, rid: str | None, round: int | None, all_ro
     from tracer.diagrams.mermaid import lifecycle_mermaid, radix_mermaid
 
     if view == "lifecycle":
-        from tracer.diagrams.handoffs import lifecycle
+        from tracer.diagrams.pd_lifecycle import any_lifecycle
 
         full = select.request_for(trace, rid, view)
         if round is not None:
             select.pick_round(trace, full, round)
-        return lifecycle_mermaid(lifecycle(trace, full, all_rounds, keep=round))
+        return lifecycle_mermaid(any_lifecycle(trace, full, all_rounds, keep=round))
     trace = select.scheduler_view(trace, rid)  # --dp-size: the request's rank
     if view == "admission":
         from tracer.diagrams.admission_table import admission_mermaid

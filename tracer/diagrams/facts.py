@@ -186,6 +186,8 @@ def describe(ev: Event, texts: dict[int, str]) -> Described | None:
                                    f"cached_tokens {ev.get('cached_tokens')}"]
     if name == S.SCHED_REFUSED:
         return "Req", "refused", [cut(str(ev.get("message")), 60)]
+    if name in DISAGG:  # prefill/decode disaggregation: the request between two servers
+        return DISAGG[name](ev)
     if name == S.DETOK_DECODED:
         facts = [f"token_ids {token_ids(list(ev.get('token_ids') or []))}",
                  f"delta {quoted(str(ev.get('delta') or ''))}"]
@@ -193,6 +195,22 @@ def describe(ev: Event, texts: dict[int, str]) -> Described | None:
             facts.append(f"{ev.get('held_back_tokens')} tokens held back")
         return typ, "decoded", facts
     return None
+
+
+QUEUE_NAMES = {"bootstrap": "disagg_prefill_bootstrap_queue", "inflight": "disagg_prefill_inflight_queue",
+               "prealloc": "disagg_decode_prealloc_queue", "transfer": "disagg_decode_transfer_queue"}
+DISAGG: dict[str, Callable[[Event], Described]] = {
+    S.DISAGG_QUEUED: lambda ev: ("Req", f"→ {QUEUE_NAMES.get(ev.get('queue'), ev.get('queue'))}",
+                                 [f"room {ev.get('room')}"]),
+    S.DISAGG_BOOTSTRAP: lambda ev: ("Req", "paired" if ev.get("mode") == "prefill" else "registered",
+                                    [f"peer {ev.get('peer')}", f"{ev.get('num_slots')} KV slots preallocated"]),
+    S.DISAGG_KV_SENT: lambda ev: ("KV rows", "sent", [f"{ev.get('num_tokens')} rows from slots "
+                                  f"{ranges(sorted(ev.get('slots') or []))}", f"{ev.get('nbytes')} bytes",
+                                  f"first token {ev.get('first_token')}"]),
+    S.DISAGG_KV_RECEIVED: lambda ev: ("KV rows", "received", [f"{ev.get('num_tokens')} rows into slots "
+                                      f"{ranges(sorted(ev.get('slots') or []))}", "→ running_batch (PREBUILT)"]),
+    S.DISAGG_TRANSFER_DONE: lambda ev: ("Req", "transfer acknowledged", [f"room {ev.get('room')}"]),
+}
 
 
 def summary(events: list[Event], lane: str, run: tuple[int, int], rid: str,

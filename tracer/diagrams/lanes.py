@@ -15,7 +15,7 @@ from tracer.event import Event
 LANES = {"tm": "HTTP server + TokenizerManager", "dp": "DataParallelController", "sched": "Scheduler",
          "model": "ModelRunner", "detok": "Detokenizer"}  # dp: only a --dp-size trace has it
 PREFIX_LANE = {"http": "tm", "tm": "tm", "dp": "dp", "sched": "sched", "kv": "sched", "cache": "sched",
-               "model": "model", "detok": "detok"}
+               "model": "model", "detok": "detok", "disagg": "sched"}
 PROC_LANE = {"tokenizer_manager": "tm", "data_parallel_controller": "dp", "scheduler": "sched",
              "detokenizer": "detok"}
 NEXT_PROC = {"tokenizer_manager": "scheduler", "scheduler": "detokenizer", "detokenizer": "tokenizer_manager"}
@@ -25,6 +25,18 @@ PREV_PROC = {v: k for k, v in NEXT_PROC.items()}
 ROUTINE = {S.SCHED_BATCH_FORMED, S.KV_ASSIGNED, S.MODEL_FORWARD, S.SCHED_SAMPLED, S.SCHED_OUTPUT_APPENDED,
            S.CACHE_INSERTED, S.IPC_SEND, S.IPC_RECV, S.DETOK_DECODED, S.TM_WAITER_WOKEN, S.HTTP_SSE_CHUNK}
 MIN_RUN = 3  # a run of this many plain decode rounds keeps its first and folds the rest
+
+
+def base_lane(lane: str) -> str:
+    """A merged trace's lanes are one server's (prefill/sched): the lane without the server."""
+    return lane.rsplit("/", 1)[-1]
+
+
+def lane_titles(lanes: list[str]) -> list[tuple[str, str]]:
+    """The lanes used, in LANES order (a merged trace: server by server, as they first appear), with titles."""
+    servers = list(dict.fromkeys(lane.rsplit("/", 1)[0] if "/" in lane else "" for lane in lanes))
+    return [(f"{s}/{base}" if s else base, f"{s}: {title}" if s else title)
+            for s in servers for base, title in LANES.items() if (f"{s}/{base}" if s else base) in lanes]
 
 
 def lane_of(ev: Event) -> str | None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from tracer import schema as S
 from tracer.diagrams.dot import html_text
 from tracer.diagrams.graph import Cluster, Edge, Graph, Html, Node
-from tracer.diagrams.handoffs import Handoff, Lifecycle, Link, lifecycle
-from tracer.diagrams.lanes import LANES
+from tracer.diagrams.handoffs import Handoff, Lifecycle, Link
+from tracer.diagrams.lanes import base_lane, lane_titles
 from tracer.reader import Trace
 
 LANE_FILL = {"tm": "#eef5fb", "dp": "#fbf6e4", "sched": "#f3f0fa", "model": "#fdf3e7", "detok": "#eef8ee"}
@@ -63,11 +63,11 @@ def lifecycle_graph(life: Lifecycle, highlight: int | None = None) -> Graph:
               node_defaults={"shape": "box", "style": "rounded,filled", "fillcolor": "white",
                              "fontname": "Helvetica", "fontsize": "10"},
               edge_defaults={"fontname": "Helvetica", "fontsize": "9"})
-    for lane, title in LANES.items():
+    for lane, title in lane_titles([h.lane for h in life.handoffs]):
         mine = [h for h in life.handoffs if h.lane == lane]
         if not mine:
             continue
-        sub = "" if life.offline else f"\n({process_title(lane, mine, life.tp_procs)})"
+        sub = "" if life.offline else f"\n({process_title(base_lane(lane), mine, life.tp_procs)})"
         nodes = []
         for h in mine:
             attrs = {"tooltip": _tooltip(h)}
@@ -77,7 +77,7 @@ def lifecycle_graph(life: Lifecycle, highlight: int | None = None) -> Graph:
                 attrs["penwidth"] = "2.5"
             nodes.append(Node(h.id, handoff_label(h), attrs))
         g.clusters.append(Cluster(lane, title + sub, nodes, attrs={"style": "filled,rounded",
-                                                                   "fillcolor": LANE_FILL[lane],
+                                                                   "fillcolor": LANE_FILL[base_lane(lane)],
                                                                    "color": "#b0b0b0", "fontname": "Helvetica"}))
     calls = [(lk.src, lk.dst) for lk in life.links if lk.kind == "call"]
     via_runner = {(a, c) for a, b in calls for b2, c in calls if b == b2}  # ScheduleBatch -> … -> result
@@ -86,4 +86,6 @@ def lifecycle_graph(life: Lifecycle, highlight: int | None = None) -> Graph:
 
 
 def lifecycle_view(trace: Trace, rid: str, round: int | None = None, all_rounds: bool = False) -> Graph:
-    return lifecycle_graph(lifecycle(trace, rid, all_rounds, keep=round), highlight=round)
+    from tracer.diagrams.pd_lifecycle import any_lifecycle
+
+    return lifecycle_graph(any_lifecycle(trace, rid, all_rounds, keep=round), highlight=round)

@@ -7,7 +7,7 @@ import json
 
 from tracer.diagrams.dot import visible
 from tracer.diagrams.handoffs import Handoff, Lifecycle, Link
-from tracer.diagrams.lanes import LANES
+from tracer.diagrams.lanes import base_lane, lane_titles
 from tracer.diagrams.radix_tree import PATH_COLOR, RadixPicture
 from tracer.diagrams.text import TREE_EVICTABLE, TREE_LOCKED
 
@@ -26,21 +26,26 @@ def _lines(*parts: str) -> str:
 
 def _note(h: Handoff) -> str:
     head = f"{h.type} · {h.what}" if h.what else h.type
-    return f"    Note over {ACTOR[h.lane]}: {_lines(head, *h.facts)}"
+    return f"    Note over {_actor(h.lane)}: {_lines(head, *h.facts)}"
 
 
 def _arrow(lk: Link, lanes: dict[str, str]) -> str:
     times = f" ×{lk.count}" if lk.count > 1 else ""
     arrow = "-->>" if lk.kind == "call" and lk.label == "next_token_ids" else "->>"
     text = _lines(lk.label + times, *lk.facts)
-    return f"    {ACTOR[lanes[lk.src]]}{arrow}{ACTOR[lanes[lk.dst]]}: {text}"
+    return f"    {_actor(lanes[lk.src])}{arrow}{_actor(lanes[lk.dst])}: {text}"
+
+
+def _actor(lane: str) -> str:
+    """TM, S, M, D; in a merged trace prefixed by the server (prefill_S)."""
+    server = lane.rsplit("/", 1)[0] + "_" if "/" in lane else ""
+    return server + ACTOR[base_lane(lane)]
 
 
 def lifecycle_mermaid(life: Lifecycle) -> str:
     lanes = {h.id: h.lane for h in life.handoffs}
-    used = [lane for lane in LANES if lane in lanes.values()]
     out = ["sequenceDiagram"]
-    out += [f"    participant {ACTOR[lane]} as {escape(LANES[lane])}" for lane in used]
+    out += [f"    participant {_actor(lane)} as {escape(title)}" for lane, title in lane_titles(list(lanes.values()))]
     for a, b in life.folded:
         out.append(f"    %% rounds {a}-{b} are folded into one note per participant")
     for item in life.timeline():

@@ -1,0 +1,84 @@
+"""The prefill server (--disaggregation-mode prefill), after SGLang's disaggregation/prefill.py.
+
+    disagg_prefill_bootstrap_queue  a new request waits here until its decode half registered for its room
+    waiting_queue                   then admitted as usual (radix cache, chunked prefill)
+    forward                         the prompt's KV is computed and the first token sampled
+    disagg_prefill_inflight_queue   KV rows and first token sent (kv_transfer.py); waits for the decode's ack
+    finished                        ack received: the KV goes to the radix tree (or is freed), the answer is
+                                    the first token (the router returns the decode server's answer)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import zmq
+
+from minisgl.disaggregation.bootstrap import BootstrapServer
+from minisgl.disaggregation.kv_transfer import KVSender, gather_kv
+from minisgl.scheduler.finish_reason import FINISH_LENGTH
+
+if TYPE_CHECKING:
+    from minisgl.scheduler.req import Req
+    from minisgl.scheduler.schedule_batch import ScheduleBatch
+    from minisgl.scheduler.tp_worker import GenerationBatchResult
+
+
+class SchedulerDisaggregationPrefillMixin:
+    def init_disagg_prefill(self, context: zmq.Context) -> None:
+        self.disagg_prefill_bootstrap_queue: list[Req] = []
+        self.disagg_prefill_inflight_queue: list[Req] = []
+        self.bootstrap_server = BootstrapServer(context, self.server_args.disaggregation_bootstrap_port)
+        self.kv_sender = KVSender(context)
+
+    def process_disagg_prefill_bootstrap_queue(self) -> None:
+        """Requests whose decode half has registered for their room go on to the waiting queue, in order."""
+        self.bootstrap_server.poll()
+        registered = self.bootstrap_server.registered
+        for req in [r for r in self.disagg_prefill_bootstrap_queue if r.bootstrap_room in registered]:
+            self.disagg_prefill_bootstrap_queue.remove(req)
+            self.waiting_queue.append(req)
+            self.disagg_trace.bootstrapped(req, registered[req.bootstrap_room], entered_waiting=True)
+
+    def process_batch_result_disagg_prefill(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
+        """Each prompt done this round: take its first token, cache its KV, send both to the decode half."""
+        self.trace_collector.sampled(batch, result)
+        for i, req in enumerate(batch.reqs):
+            self.cache_manager.cache_unfinished_req(req)  # a chunk, or the whole prompt: others may share it
+            if req is batch.chunked_req:
+                continue
+            req.output_ids.append(result.next_token_ids[i])
+            req.output_logprobs.append(result.logprobs[i])
+            if req.top_logprobs_num > 0:
+                req.output_top_logprobs_val.append(result.top_logprobs_val[i])
+                req.output_top_logprobs_idx.append(result.top_logprobs_idx[i])
+            self.trace_collector.output_appended(req)
+            self.send_kv_chunk(req)
+            self.disagg_prefill_inflight_queue.append(req)
+        batch.reqs = [r for r in batch.reqs if r is batch.chunked_req]  # the others never join running_batch
+        self.trace_collector.results_processed()
+
+    def send_kv_chunk(self, req: Req) -> None:
+        """The prompt's KV rows (every layer) and the first token, to the endpoint its decode half registered."""
+        peer = self.bootstrap_server.registered[req.bootstrap_room]
+        slots = self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(req.origin_input_ids)]
+        k, v = gather_kv(self.token_to_kv_pool, slots)
+        # traced first: the decode side may trace its receipt before this process writes another line
+        self.disagg_trace.kv_sent(req, peer["endpoint"], slots, 2 * k.numel() * k.element_size())
+        self.kv_sender.send(peer["endpoint"], req.bootstrap_room, req.output_ids[-1], req.output_logprobs[-1], k, v)
+
+    def process_disagg_prefill_inflight_queue(self) -> None:
+        """Requests whose decode half acknowledged the KV finish: their KV goes back (to the tree, or freed)."""
+        acked = [r for r in self.disagg_prefill_inflight_queue if r.bootstrap_room in self.bootstrap_server.acked]
+        for req in acked:
+            self.disagg_prefill_inflight_queue.remove(req)
+            self.bootstrap_server.acked.discard(req.bootstrap_room)
+            self.bootstrap_server.registered.pop(req.bootstrap_room, None)
+            self.disagg_trace.transfer_done(req)
+            req.check_finished(self.tokenizer)  # an abort, or a first token that ends it (EOS, max_new_tokens 1)
+            if not req.finished():
+                req.finished_reason = FINISH_LENGTH(len(req.output_ids))  # this half's work is done
+            self.cache_manager.cache_finished_req(req, free_reason="transferred")
+            self.trace_collector.req_finished(req)
+        if acked:
+            self.stream_output(acked)

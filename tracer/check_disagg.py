@@ -1,0 +1,52 @@
+"""Invariants of prefill/decode disaggregation's events (--disaggregation-mode; tracer/servers.py merges a pair).
+
+One server's trace: a prefill request whose KV was sent finishes only after the decode half acknowledged it;
+a decode request's KV arrives only into slots it preallocated and registered. A merged trace, in addition:
+every room's KV sent is the KV received (same rows, bytes and first token), sent before it arrived.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from tracer import schema as S
+from tracer.reader import Trace
+
+
+def check_disagg(trace: Trace) -> list[str]:
+    sent, received, done, registered = defaultdict(list), defaultdict(list), set(), set()
+    room_of: dict[str, int] = {}  # rid -> room, for the prefill requests whose KV was sent
+    out = []
+    for ev in trace.events:
+        room = ev.get("room")
+        if ev.name == S.DISAGG_KV_SENT:
+            sent[room].append(ev)
+            room_of[ev.rid] = room
+        elif ev.name == S.DISAGG_KV_RECEIVED:
+            received[room].append(ev)
+            if room not in registered:
+                out.append(f"disagg: room {room}: KV received ({ev.where}) before this server registered for it")
+        elif ev.name == S.DISAGG_TRANSFER_DONE:
+            done.add(room)
+        elif ev.name == S.DISAGG_BOOTSTRAP and ev.get("mode") == "decode":
+            registered.add(room)
+        elif ev.name == S.SCHED_FINISHED and ev.rid is not None:
+            if ev.rid in room_of and room_of[ev.rid] not in done:
+                out.append(f"disagg: request {ev.rid} finished ({ev.where}) before its KV transfer was acknowledged")
+    for room, evs in list(sent.items()) + list(received.items()):
+        if len(evs) > 1:
+            out.append(f"disagg: room {room}: {evs[0].name} {len(evs)} times ({evs[1].where})")
+    if sent and received:  # a merged trace holds both halves
+        for room in sorted(set(sent) | set(received), key=str):
+            if not sent.get(room) or not received.get(room):
+                have = (sent.get(room) or received.get(room))[0]
+                out.append(f"disagg: room {room}: {have.name} ({have.where}) has no other half in the trace")
+                continue
+            a, b = sent[room][0], received[room][0]
+            for key in ("num_tokens", "nbytes", "first_token"):
+                if a.get(key) != b.get(key):
+                    out.append(f"disagg: room {room}: {key} sent {a.get(key)} ({a.where}) but received "
+                               f"{b.get(key)} ({b.where})")
+            if b.time_ns < a.time_ns:
+                out.append(f"disagg: room {room}: KV received ({b.where}) before it was sent ({a.where})")
+    return out
