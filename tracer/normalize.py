@@ -12,6 +12,7 @@ ranks (scheduler_tp1, …) come last, each in its own order.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from tracer.event import Event
@@ -84,6 +85,8 @@ def served_summary_text(trace: Trace) -> str:
     each request's events together, in the order the process wrote them (rid-less events first); every
     scheduler keeps its own order, which is the engine's logic."""
     recs = normalize(trace)
+    if any("/" in rec["proc"] for rec in recs):  # a merged prefill/decode trace (tracer/servers.py)
+        recs = _pair_neutral(recs)
 
     def key(item: tuple[int, dict[str, Any]]) -> tuple:
         i, rec = item
@@ -95,3 +98,33 @@ def served_summary_text(trace: Trace) -> str:
     ranked = sorted(enumerate(recs), key=lambda item: (order[item[1]["proc"]], *key(item)[1:]))
     return "".join(event_line(rec) + "\n" for _, rec in ranked)
 
+
+
+# what differs between two runs of a prefill/decode pair behind the router, beyond one server's run
+LOAD_PROBES = frozenset({"GetLoadReq", "GetLoadReqOutput"})  # the router's /health polls: on its own clock
+ENDPOINT = re.compile(r"^(tcp://[^:]+):\d+$")  # the bootstrap server's and the decode side's free ports
+
+
+def _pair_neutral(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A merged pair's records with the router's random bootstrap rooms numbered in the order they first
+    appear (room 1, room 2, ...), each free port named the same way (tcp://127.0.0.1:port-1, ...), and the
+    router's health polls (GetLoadReq) left out."""
+    rooms: dict[Any, str] = {}
+    ports: dict[str, str] = {}
+
+    def neutral(key: str, value: Any) -> Any:
+        if key == "room" and value is not None:
+            return rooms.setdefault(value, f"room-{len(rooms) + 1}")
+        if isinstance(value, str) and (m := ENDPOINT.match(value)):
+            return f"{m.group(1)}:" + ports.setdefault(value, f"port-{len(ports) + 1}")
+        return value
+
+    out = []
+    for rec in recs:
+        attrs = rec.get("attrs") or {}
+        if attrs.get("msg") in LOAD_PROBES:
+            continue
+        if attrs:
+            rec = {**rec, "attrs": {k: neutral(k, v) for k, v in attrs.items()}}
+        out.append(rec)
+    return out

@@ -54,6 +54,7 @@ def run_one(args: argparse.Namespace) -> int:
     from minisgl.scenarios import UnknownScenario, get
     from minisgl.scenarios.driver import run
     from minisgl.scenarios.look import result_line
+    from minisgl.scenarios.pd_server import NoRouter
     from tracer.check import check_trace
     from tracer.reader import load_trace
 
@@ -69,7 +70,11 @@ def run_one(args: argparse.Namespace) -> int:
         flush=True,
     )
     t0 = time.perf_counter()
-    outcome = run(sc, trace_dir)
+    try:
+        outcome = run(sc, trace_dir)
+    except NoRouter as e:
+        print(f"minisgl scenario run: error: {e}", file=sys.stderr)
+        return 2
     trace = load_trace(trace_dir)
     problems = check_trace(trace)
     print(

@@ -32,6 +32,7 @@ NAMES = (
     "ngram_speculative",
     "data_parallel",
     "tensor_parallel",
+    "pd_disaggregation",
 )
 
 

@@ -68,6 +68,7 @@ class Scenario:
     look_at: Callable[[Any], Look] | None = None
     server: Callable[[str], None] | None = None  # a scenario about HTTP: drives a real server at this URL
     server_flags: tuple[str, ...] = ()
+    pd_disaggregation: bool = False  # a prefill and a decode server behind SGLang's router (pd_server.py)
 
     def engine_flags(self) -> dict[str, Any]:
         return {**BASE_FLAGS, **self.flags}

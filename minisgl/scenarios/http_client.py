@@ -16,16 +16,18 @@ def stream_chat(
     max_tokens: int,
     leave_after: int | None = None,
     on_first: Callable[[], None] | None = None,
+    model: str | None = None,
 ) -> dict[str, Any]:
     """POST /v1/chat/completions with stream=True; read every SSE message (or only `leave_after` of them,
     then close the connection as a client that goes away would). `on_first()` is called once the first
-    message has arrived."""
+    message has arrived. `model`: the model id to send (SGLang's router forwards `unknown` without one)."""
     body = {
         "messages": [{"role": "user", "content": question}],
         "max_tokens": max_tokens,
         "temperature": 0,
         "stream": True,
         "rid": rid,
+        **({"model": model} if model is not None else {}),
     }
     text, chunks = "", 0
     with (

@@ -12,11 +12,12 @@ from minisgl.scenarios.driver import Outcome, engine_args
 READY_TIMEOUT = 600  # seconds: loading the model in three processes on a busy 2-core machine
 
 
-def serve_command(scenario: Scenario, trace_dir: str) -> list[str]:
+def engine_cli_flags(scenario: Scenario) -> list[str]:
+    """Every engine flag of the scenario, spelled as `minisgl serve` takes it."""
     args = engine_args(scenario)
     if args["chunked_prefill_size"] is None:
         args["chunked_prefill_size"] = -1  # the flag's way to say "no chunking"
-    flags = [
+    return [
         part
         for key, value in args.items()
         if value is not None and value is not False
@@ -24,6 +25,10 @@ def serve_command(scenario: Scenario, trace_dir: str) -> list[str]:
             (f"--{key.replace('_', '-')}",) if value is True else (f"--{key.replace('_', '-')}", str(value))
         )
     ]
+
+
+def serve_command(scenario: Scenario, trace_dir: str) -> list[str]:
+    flags = engine_cli_flags(scenario)
     return [
         sys.executable,
         "-m",
@@ -44,6 +49,11 @@ def serve_command(scenario: Scenario, trace_dir: str) -> list[str]:
 
 def run_server(scenario: Scenario, trace_dir: str) -> Outcome:
     from minisgl.entrypoints.demo_cli import _ServerOutput, _stop
+
+    if scenario.pd_disaggregation:
+        from minisgl.scenarios.pd_server import run_pd_pair
+
+        return run_pd_pair(scenario, trace_dir)
 
     proc = subprocess.Popen(
         serve_command(scenario, trace_dir),

@@ -10,7 +10,8 @@ from minisgl.scenarios import NAMES, get
 OFFLINE = [n for n in NAMES if get(n).server is None]
 SERVED = [n for n in NAMES if get(n).server is not None]
 # served scenarios whose client sends in a fixed order and never polls: the same normalized trace every run
-SERVED_GOLDEN = ["data_parallel", "tensor_parallel"]
+# (pd_disaggregation: its random bootstrap rooms and free ports numbered in order, tracer/normalize.py)
+SERVED_GOLDEN = ["data_parallel", "tensor_parallel", "pd_disaggregation"]
 
 
 @pytest.fixture
