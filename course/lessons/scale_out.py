@@ -1,14 +1,18 @@
 """Facts for lessons/scale-out.md: two scheduler ranks behind the DataParallelController (scenario
-data_parallel) and one model split over three tensor-parallel ranks (scenario tensor_parallel)."""
+data_parallel), one model split over three tensor-parallel ranks (scenario tensor_parallel), and a prefill
+server and a decode server behind SGLang's router (scenario pd_disaggregation, a merged trace)."""
 
 from __future__ import annotations
+
+import json
 
 from tracer.dp_ranks import dp_scheduler_procs, rank_view
 from tracer.fmt import ranges
 from tracer.schema import DP_SCHEDULER_PREFIX
+from tracer.servers import server_names, server_view
 from tracer.tp_ranks import check_tp_ranks, tp_ranks_by_round
 
-SCENARIOS = ("data_parallel", "tensor_parallel")
+SCENARIOS = ("data_parallel", "tensor_parallel", "pd_disaggregation")
 
 
 def _rank_rounds(view) -> str:
@@ -81,5 +85,59 @@ def tp_facts(t) -> dict:
     }
 
 
+def _one(view, name: str, rid: str):
+    found = [ev for ev in view.events if ev.name == name and ev.rid == rid]
+    if len(found) != 1:
+        raise ValueError(f"pd_disaggregation: {len(found)} {name} events for {rid}, expected one")
+    return found[0]
+
+
+def pd_facts(t) -> dict:
+    prefill, decode = server_view(t, "prefill"), server_view(t, "decode")
+    out: dict = {
+        "pd_servers": server_names(t),
+        "pd_process_count": len(t.processes()),
+        "pd_prefill_schedule": _rank_rounds(prefill),
+        "pd_decode_schedule": _rank_rounds(decode),
+    }
+    for rid in ("R1", "R2"):
+        sent, received = _one(prefill, "disagg.kv_sent", rid), _one(decode, "disagg.kv_received", rid)
+        if (sent.get("room"), sent.get("nbytes"), sent.get("first_token")) != (
+                received.get("room"), received.get("nbytes"), received.get("first_token")):
+            raise ValueError(f"pd_disaggregation: {rid}'s KV sent and received differ")
+        extend = next(ev for ev in prefill.events if ev.name == "sched.batch_formed" and rid in (ev.rids or ()))
+        sampled = next(ev for ev in prefill.events if ev.name == "sched.sampled" and rid in (ev.rids or ()))
+        decoded = [ev for ev in decode.events if ev.name == "sched.batch_formed" and rid in (ev.rids or ())]
+        out |= {
+            f"pd_prompt_{rid}": _one(prefill, "sched.req_created", rid).get("input_len"),
+            f"pd_extend_{rid}": extend.get("extend_lens")[extend.rids.index(rid)],
+            f"pd_cached_{rid}": _one(prefill, "sched.finished", rid).get("cached_tokens"),
+            f"pd_prefill_round_{rid}": extend.round,
+            f"pd_prefill_done_round_{rid}": _one(prefill, "sched.finished", rid).round,
+            f"pd_rows_{rid}": sent.get("num_tokens"),
+            f"pd_bytes_{rid}": sent.get("nbytes"),
+            f"pd_first_token_{rid}": json.dumps(sampled.get("texts")[sampled.rids.index(rid)], ensure_ascii=False),
+            f"pd_first_token_id_{rid}": sent.get("first_token"),
+            f"pd_prealloc_{rid}": next(ev for ev in decode.events if ev.name == "disagg.bootstrap"
+                                       and ev.rid == rid).get("num_slots"),
+            f"pd_decode_rounds_{rid}": len(decoded),
+            f"pd_decode_round_list_{rid}": ranges([ev.round for ev in decoded]),
+            f"pd_tokens_{rid}": _one(decode, "sched.finished", rid).get("output_len"),
+            f"pd_output_{rid}": json.dumps("".join(ev.get("delta") or "" for ev in decode.events
+                                                   if ev.name == "detok.decoded" and ev.rid == rid),
+                                           ensure_ascii=False),
+        }
+    from minisgl.model_loader.loader import load_model_config, resolve_model
+
+    config = load_model_config(resolve_model(None))
+    per_row = out["pd_bytes_R1"] // out["pd_rows_R1"]
+    # K and V, every layer, every KV head, head_dim numbers of 4 bytes (the scenario runs in float32)
+    if per_row != 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * 4:
+        raise ValueError(f"pd_disaggregation: {per_row} bytes per KV row do not match the model's shape")
+    return out | {"pd_bytes_per_row": per_row, "pd_layers": config.num_hidden_layers,
+                  "pd_kv_heads": config.num_key_value_heads, "pd_head_dim": config.head_dim}
+
+
 def facts(traces) -> dict:
-    return {**dp_facts(traces["data_parallel"]), **tp_facts(traces["tensor_parallel"])}
+    return {**dp_facts(traces["data_parallel"]), **tp_facts(traces["tensor_parallel"]),
+            **pd_facts(traces["pd_disaggregation"])}
