@@ -75,13 +75,14 @@ mermaid:
 	  || echo "== could not fetch mermaid: its diagrams on the lesson site will not draw offline"; \
 	rm -rf $$tmp
 
-# The course site (lessons/): every figure and number filled in from scenario traces, which the first
+# The course site (lessons/): every figure and number filled in from scenario traces (the PD one runs behind
+# SGLang's router, hence router-env), which the first
 # build runs on the real engine (a few minutes) and later builds reuse (cached by the engine's source hash).
-lessons: graphviz mermaid $(STAMP)
+lessons: graphviz mermaid router-env $(STAMP)
 	cd lessons && NO_MKDOCS_2_WARNING=1 ../$(VENV)/bin/mkdocs build --strict
 	@echo "== the site is in site/ (open site/index.html, or: make lessons-serve)"
 
-lessons-serve: graphviz mermaid $(STAMP)
+lessons-serve: graphviz mermaid router-env $(STAMP)
 	cd lessons && NO_MKDOCS_2_WARNING=1 ../$(VENV)/bin/mkdocs serve
 
 demo: graphviz compiler $(STAMP)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracer.normalize import event_line, normalize_event
+from tracer.normalize import event_line, normalize_event, pair_neutral
 from tracer.reader import Trace
 
 TRY_TITLE = {"en": "Try it", "zh": "动手试试"}
@@ -26,9 +26,16 @@ def events_block(trace: Trace, rid: str | None = None, round: int | None = None,
             continue
         if proc is not None and ev.proc != proc:
             continue
-        picked.append(event_line(normalize_event(ev)))
+        picked.append(normalize_event(ev))
     if not picked:
         raise ValueError("no event matches")
+    if any("/" in rec["proc"] for rec in picked):
+        # a merged pair: server by server (the two interleave as their clocks decide), each in its own order,
+        # with the router's random rooms and the free ports numbered as they first appear
+        servers = ("prefill", "decode")
+        picked = pair_neutral(sorted(picked, key=lambda rec: servers.index(rec["proc"].split("/")[0])
+                                     if rec["proc"].split("/")[0] in servers else len(servers)))
+    picked = [event_line(rec) for rec in picked]
     if limit is not None and len(picked) > limit:
         picked = picked[:limit] + [f"... ({len(picked) - limit} more)"]
     return "```text\n" + "\n".join(picked) + "\n```"

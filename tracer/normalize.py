@@ -86,7 +86,7 @@ def served_summary_text(trace: Trace) -> str:
     scheduler keeps its own order, which is the engine's logic."""
     recs = normalize(trace)
     if any("/" in rec["proc"] for rec in recs):  # a merged prefill/decode trace (tracer/servers.py)
-        recs = _pair_neutral(recs)
+        recs = pair_neutral(recs)
 
     def key(item: tuple[int, dict[str, Any]]) -> tuple:
         i, rec = item
@@ -105,7 +105,7 @@ LOAD_PROBES = frozenset({"GetLoadReq", "GetLoadReqOutput"})  # the router's /hea
 ENDPOINT = re.compile(r"^(tcp://[^:]+):\d+$")  # the bootstrap server's and the decode side's free ports
 
 
-def _pair_neutral(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def pair_neutral(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A merged pair's records with the router's random bootstrap rooms numbered in the order they first
     appear (room 1, room 2, ...), each free port named the same way (tcp://127.0.0.1:port-1, ...), and the
     router's health polls (GetLoadReq) left out."""
