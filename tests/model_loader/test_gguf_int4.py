@@ -100,6 +100,8 @@ def test_fused_parts_stack_along_rows(blocks):
 def test_unsupported_combinations_are_refused_in_one_line():
     cpu = torch.device("cpu")
     assert check_supported(None, "gguf", cpu, torch.float32) is False
+    assert check_supported(None, "gguf", cpu, torch.bfloat16) is False  # the default dequantizes
+    assert check_supported("none", "gguf", cpu, torch.bfloat16) is False
     assert check_supported("none", "hf", cpu, torch.float32) is False
     with pytest.raises(UnsupportedQuantization, match="float32 is the exact"):
         check_supported("gguf", "gguf", cpu, torch.float32)

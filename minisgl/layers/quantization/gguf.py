@@ -51,7 +51,11 @@ def int4_kernel_available() -> bool:
 
 
 def check_supported(quantization: str | None, model_kind: str, device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether `--quantization` asks for quantized linears; raises UnsupportedQuantization where it can't."""
+    """Whether `--quantization` asks for quantized linears; raises UnsupportedQuantization where it can't.
+
+    None (no flag) dequantizes, like "none": the quantized model's bfloat16 greedy tokens part from
+    transformers' bfloat16 ones where the dequantized model's do not (lessons/docs/benchmarks.md), so it
+    is opt-in; float32 is always the exact, dequantized reference path."""
     if quantization in (None, "none"):
         return False
     if quantization != "gguf":
