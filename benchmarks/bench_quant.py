@@ -1,8 +1,9 @@
 """--quantization gguf against the dequantized bf16 model, transformers and llama.cpp: decode speed,
 greedy agreement, memory.
 
-    python benchmarks/bench_quant.py --threads 2                      # about 15 minutes on a busy 2-core box
-    python benchmarks/bench_quant.py --threads 2 --llama-python ENV/bin/python   # with llama.cpp beside it
+    python benchmarks/bench_quant.py --threads 1 --batches 1,8        # about 10 minutes on a 2-core box
+    python benchmarks/bench_quant.py --threads 1                      # 32 and 64 add long prompts: much longer
+    python benchmarks/bench_quant.py --threads 1 --llama-python ENV/bin/python   # with llama.cpp beside it
 
 - decode tok/s at --batches (bench_forward.py's workload: equal prompts of --prompt-len tokens, one
   untimed EXTEND, then --decode-rounds timed greedy DECODE rounds) for minisgl bf16 dequantized
