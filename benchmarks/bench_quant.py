@@ -1,17 +1,25 @@
-"""--quantization gguf against the dequantized bf16 model: decode speed, greedy agreement, memory.
+"""--quantization gguf against the dequantized bf16 model, transformers and llama.cpp: decode speed,
+greedy agreement, memory.
 
-    python benchmarks/bench_quant.py                    # about 7 minutes on a busy 2-core box (3 models)
-    python benchmarks/bench_quant.py --threads 1        # on a busy shared machine
+    python benchmarks/bench_quant.py --threads 1 --batches 1,8        # about 10 minutes on a 2-core box
+    python benchmarks/bench_quant.py --threads 1                      # 32 and 64 add long prompts: much longer
+    python benchmarks/bench_quant.py --threads 1 --llama-python ENV/bin/python   # with llama.cpp beside it
 
-- decode tok/s at batch 1 and 8 (bench_forward.py's workload: equal prompts of --prompt-len tokens, one
-  untimed EXTEND, then --decode-rounds timed greedy DECODE rounds), both models interleaved, best of
-  --repeats;
+- decode tok/s at --batches (bench_forward.py's workload: equal prompts of --prompt-len tokens, one
+  untimed EXTEND, then --decode-rounds timed greedy DECODE rounds) for minisgl bf16 dequantized
+  (--quantization none), minisgl --quantization gguf, and transformers on the same dequantized weights
+  in bf16 (skip with --no-hf), interleaved A, B, C, A, B, C, ... --repeats times, medians;
+- llama.cpp's batch-1 decode on the same GGUF file and thread count (--llama-python: a Python with
+  llama-cpp-python installed, which is never a dependency of minisgl; build one outside the repository
+  with `python3 -m venv ENV && ENV/bin/pip install llama-cpp-python`, which compiles llama.cpp). Each
+  repeat starts that Python, which loads the file, evaluates the same prompt ids and times the same
+  number of greedy one-token steps; it is interleaved with minisgl's batch-1 --quantization gguf run;
 - greedy agreement on the five chat prompts of tests/conftest.py, --new-tokens each, one prompt at a
-  time: the share of positions where the int4 model's token equals the dequantized bf16 model's, and the
+  time: the share of positions where the gguf model's token equals the dequantized bf16 model's, and the
   share before the first difference (after one, the two continue from different texts). The dequantized
   bf16 model against float32 (the exact reference) is printed beside it, for scale;
 - memory: each model's tensors (weights, packed codes, scales), and the process RSS of a fresh process
-  that loads only that model (its KV pool kept small).
+  that loads only that model (its KV pool kept small): what a scheduler process holds for its model.
 """
 
 from __future__ import annotations
@@ -31,7 +39,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_forward import batch_prompts, engine_decode, make_prompt, measure  # noqa: E402
+from bench_forward import (  # noqa: E402
+    batch_prompts,
+    engine_decode,
+    hf_decode,
+    load_hf_model,
+    make_prompt,
+    measure,
+)
 
 from minisgl.model_executor.model_runner import ModelRunner  # noqa: E402
 from minisgl.model_executor.static_generate import greedy_generate  # noqa: E402
@@ -45,7 +60,38 @@ CHAT_PROMPTS = [  # the same five as tests/conftest.py
     "List three prime numbers.",
     "Who wrote Romeo and Juliet? Answer briefly, then tell me one more play by the same author.",
 ]
-MODES = {"bf16": ("bfloat16", None), "bf16+gguf-int4": ("bfloat16", "gguf"), "fp32": ("float32", None)}
+MODES = {"bf16": ("bfloat16", "none"), "bf16+gguf": ("bfloat16", "gguf"), "fp32": ("float32", "none")}
+LLAMA_CHILD = """
+import json, sys, time
+import numpy as np
+import llama_cpp
+path, threads, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+prompt = json.loads(sys.stdin.read())
+llm = llama_cpp.Llama(model_path=path, n_threads=threads, n_threads_batch=threads, n_ctx=len(prompt) + rounds + 8,
+                      n_batch=512, verbose=False)
+llm.eval(prompt)
+tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+t0 = time.perf_counter()
+for _ in range(rounds):
+    llm.eval([tok])
+    tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+print(json.dumps({"seconds": time.perf_counter() - t0, "version": llama_cpp.__version__}))
+"""
+LLAMA_HOWTO = ("llama.cpp column skipped: give --llama-python PATH, a Python with llama-cpp-python, built outside "
+               "this repository: python3 -m venv ENV && ENV/bin/pip install llama-cpp-python (compiles llama.cpp "
+               "with cmake; ten minutes or more on two cores)")
+
+
+def llama_decode(python: str, path: Path, threads: int, prompt: list[int], rounds: int) -> float:
+    """Seconds for `rounds` greedy one-token steps of llama.cpp after `prompt`, in a child of `python`."""
+    done = subprocess.run([python, "-c", LLAMA_CHILD, str(path), str(threads), str(rounds)],
+                          input=json.dumps(prompt), capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"llama.cpp child failed: {tail}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    llama_decode.version = out["version"]
+    return out["seconds"]
 
 
 def load(model, mode: str, kv_tokens: int, batch: int) -> ModelRunner:
@@ -102,8 +148,14 @@ def main(argv=None) -> int:
     p.add_argument("--model", default=None, help="a .gguf file (default: the bundled SmolLM2 Q4_1)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     p.add_argument("--prompt-len", type=int, default=64)
-    p.add_argument("--decode-rounds", type=int, default=32)
+    p.add_argument("--decode-rounds", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--batches", default="1,8,32,64", help="comma-separated decode batch sizes (default: 1,8,32,64)")
+    p.add_argument("--no-hf", action="store_true", help="skip the transformers column")
+    p.add_argument("--llama-python", default=None,
+                   help="a Python with llama-cpp-python installed (outside this repository): adds llama.cpp's "
+                        "batch-1 decode on the same file and thread count")
+    p.add_argument("--skip-agreement", action="store_true", help="skip the greedy agreement and memory parts")
     p.add_argument("--new-tokens", type=int, default=32, help="greedy tokens per chat prompt (default: 32)")
     p.add_argument("--rss-of", choices=list(MODES), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -115,47 +167,74 @@ def main(argv=None) -> int:
         print(json.dumps({"rss_mib": rss_mib(), "before_mib": before, "tensor_mib": tensor_mib(runner)}))
         return 0
 
-    batches = (1, 8)
+    try:
+        batches = [int(b) for b in args.batches.split(",")]
+    except ValueError:
+        p.error(f"--batches must be comma-separated numbers, not {args.batches!r}")
+    if args.llama_python and not Path(args.llama_python).exists():
+        p.error(f"--llama-python {args.llama_python}: no such file")
     kv = max(batches) * (args.prompt_len + args.decode_rounds + 1) + 16
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), cpu count {os.cpu_count()}", flush=True)
+    threads = torch.get_num_threads()
+    print(f"torch {torch.__version__}, {threads} thread(s), cpu count {os.cpu_count()}, load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
     runners = {}
     for mode in MODES:
         t0 = time.perf_counter()
         runners[mode] = load(args.model, mode, max(kv, 1024), max(batches))
-        print(f"loaded {mode:15s} in {time.perf_counter() - t0:4.1f}s, tensors {tensor_mib(runners[mode]):6.1f} MiB",
+        print(f"loaded {mode:10s} in {time.perf_counter() - t0:4.1f}s, tensors {tensor_mib(runners[mode]):6.1f} MiB",
               flush=True)
-    bf16, q = runners["bf16"], runners["bf16+gguf-int4"]
-
-    tokenizer = load_tokenizer(resolve_model(args.model))
+    bf16, q = runners["bf16"], runners["bf16+gguf"]
+    src = resolve_model(args.model)
+    tokenizer = load_tokenizer(src)
+    hf = None if args.no_hf else load_hf_model(src)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     base = make_prompt(tokenizer, args.prompt_len)
-    print(f"\ndecode tok/s ({args.decode_rounds} rounds after a {args.prompt_len}-token prompt, best of "
-          f"{args.repeats}; others' CPU share in brackets)")
+
+    print(f"\ndecode tok/s ({args.decode_rounds} rounds after a {args.prompt_len}-token prompt, median of "
+          f"{args.repeats}, interleaved; others' CPU share in brackets)")
     for b in batches:
         prompts = batch_prompts(base, b)
-        res = measure([lambda r=r: engine_decode(r, prompts, args.decode_rounds)[0] for r in (bf16, q)],
-                      args.repeats, "best")
-        (s0, o0), (s1, o1) = res
+        fns = [lambda r=r: engine_decode(r, prompts, args.decode_rounds)[0] for r in (bf16, q)]
+        if hf is not None:
+            fns.append(lambda: hf_decode(hf, prompts, args.decode_rounds, pad)[0])
+        res = measure(fns, args.repeats, "median")
         tok = b * args.decode_rounds
-        busy = " ".join(f"[{o:.0%}]" if o is not None else "" for o in (o0, o1))
-        print(f"  batch {b:2d}: bf16 {tok / s0:7.1f}   int4 {tok / s1:7.1f}   speedup {s0 / s1:4.2f}x  {busy}",
-              flush=True)
+        rate = [tok / s for s, _ in res]
+        busy = " ".join(f"[{o:.0%}]" if o is not None else "" for _, o in res)
+        line = f"  batch {b:2d}: bf16 {rate[0]:7.1f}   gguf {rate[1]:7.1f} ({rate[1] / rate[0]:4.2f}x bf16)"
+        if hf is not None:
+            line += f"   transformers bf16 {rate[2]:7.1f} (gguf {rate[1] / rate[2]:4.2f}x)"
+        print(f"{line}  {busy}", flush=True)
+
+    if args.llama_python:
+        res = measure([lambda: engine_decode(q, [base], args.decode_rounds)[0],
+                       lambda: llama_decode(args.llama_python, src.path, threads, base, args.decode_rounds)],
+                      args.repeats, "median")
+        ours, theirs = (args.decode_rounds / s for s, _ in res)
+        print(f"\nbatch-1 decode vs llama.cpp (llama-cpp-python {llama_decode.version}, same file "
+              f"{src.path.name}, {threads} thread(s), median of {args.repeats}, interleaved): minisgl gguf "
+              f"{ours:6.1f} tok/s, llama.cpp {theirs:6.1f} tok/s, ratio {ours / theirs:4.2f}", flush=True)
+    else:
+        print(f"\n{LLAMA_HOWTO}")
+    if args.skip_agreement:
+        return 0
 
     chats = [list(tokenizer.apply_chat_template([{"role": "user", "content": c}], add_generation_prompt=True,
                                                 tokenize=True, return_dict=False)) for c in CHAT_PROMPTS]
     answers = {m: [greedy_generate(r, [c], args.new_tokens)[0] for c in chats] for m, r in runners.items()}
     n = sum(len(a) for a in answers["bf16"])
     print(f"\ngreedy agreement on {len(chats)} chat prompts x {args.new_tokens} tokens ({n} tokens)")
-    for x, y in (("bf16+gguf-int4", "bf16"), ("bf16", "fp32"), ("bf16+gguf-int4", "fp32")):
+    for x, y in (("bf16+gguf", "bf16"), ("bf16", "fp32"), ("bf16+gguf", "fp32")):
         same, prefix = agreement(answers[x], answers[y])
-        print(f"  {x:15s} vs {y:5s}: {same:6.1%} of positions equal, {prefix:6.1%} before the first difference")
+        print(f"  {x:10s} vs {y:5s}: {same:6.1%} of positions equal, {prefix:6.1%} before the first difference")
 
     print("\nprocess RSS of a fresh process loading one model (256-slot KV pool)")
-    for mode in ("bf16", "bf16+gguf-int4"):
+    for mode in ("bf16", "bf16+gguf"):
         r = child_rss(args.model, mode)
         if "error" in r:
-            print(f"  {mode:15s}: not measured ({r['error']})")
+            print(f"  {mode:10s}: not measured ({r['error']})")
         else:
-            print(f"  {mode:15s}: {r['rss_mib']:6.1f} MiB ({r['rss_mib'] - r['before_mib']:6.1f} MiB more than "
+            print(f"  {mode:10s}: {r['rss_mib']:6.1f} MiB ({r['rss_mib'] - r['before_mib']:6.1f} MiB more than "
                   f"after the imports; tensors {r['tensor_mib']:6.1f} MiB)", flush=True)
     return 0
 

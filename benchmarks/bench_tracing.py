@@ -3,6 +3,8 @@
     python benchmarks/bench_tracing.py              # 16 prompts x 64 new tokens, bf16, 3 repeats
     python benchmarks/bench_tracing.py --quick      # 8 prompts x 16 new tokens, 1 repeat
     python benchmarks/bench_tracing.py --json out.json
+    python benchmarks/bench_tracing.py --quantization gguf --enable-overlap-schedule --levels 2
+    python benchmarks/bench_tracing.py --quantization gguf --speculative-algorithm NGRAM --levels 2
 
 One workload: --prompts distinct prompts of --prompt-len real-text tokens, each generating exactly
 --new-tokens tokens (greedy, ignore_eos), submitted together to one Engine.generate() call. Every
@@ -69,6 +71,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own choice)")
+    ap.add_argument("--quantization", choices=["none", "gguf"], default=None,
+                    help="the engine's --quantization (default: the engine's own default)")
+    ap.add_argument("--enable-overlap-schedule", action="store_true", help="the overlap loop")
+    ap.add_argument("--speculative-algorithm", choices=["NGRAM"], default=None, help="n-gram speculation")
+    ap.add_argument("--levels", default="1,2,3",
+                    help="comma-separated trace levels measured against tracing off (default: 1,2,3)")
     ap.add_argument("--quick", action="store_true", help="8 prompts x 16 tokens, 1 repeat")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
@@ -76,18 +84,26 @@ def main() -> int:
         args.prompts, args.new_tokens, args.repeats = 8, 16, 1
     if args.threads:
         torch.set_num_threads(args.threads)
+    try:
+        levels = [int(x) for x in args.levels.split(",")]
+    except ValueError:
+        ap.error(f"--levels must be comma-separated numbers among 1, 2, 3, not {args.levels!r}")
+    if not levels or any(x not in (1, 2, 3) for x in levels):
+        ap.error(f"--levels must name trace levels among 1, 2, 3, not {args.levels!r}")
+    configs = [("off", None)] + [(label, level) for label, level in CONFIGS if level in levels]
 
     kv_slots = args.prompts * (args.prompt_len + args.new_tokens) + 64  # everything fits: no retraction
-    engine = Engine(dtype=args.dtype, max_total_tokens=kv_slots,
-                    max_running_requests=max(args.prompts, 1))
+    engine = Engine(dtype=args.dtype, max_total_tokens=kv_slots, max_running_requests=max(args.prompts, 1),
+                    quantization=args.quantization, enable_overlap_schedule=args.enable_overlap_schedule,
+                    speculative_algorithm=args.speculative_algorithm)
     prompts = make_prompts(engine.tokenizer, args.prompts, args.prompt_len)
     params = {"max_new_tokens": args.new_tokens, "ignore_eos": True, "temperature": 0.0}
     keep = Path(tempfile.mkdtemp(prefix="bench-tracing-"))
     run_once(engine, "warmup", None, prompts, params, keep)
 
-    runs: dict[str, list[dict]] = {label: [] for label, _ in CONFIGS}
+    runs: dict[str, list[dict]] = {label: [] for label, _ in configs}
     for rep in range(args.repeats):
-        order = CONFIGS[rep % len(CONFIGS):] + CONFIGS[: rep % len(CONFIGS)]
+        order = configs[rep % len(configs):] + configs[: rep % len(configs)]
         for label, level in order:
             runs[label].append(run_once(engine, label, level, prompts, params, keep))
             last = runs[label][-1]
@@ -97,7 +113,7 @@ def main() -> int:
 
     base = {k: statistics.median(r[k] for r in runs["off"]) for k in ("seconds", "cpu")}
     rows = []
-    for label, _ in CONFIGS:
+    for label, _ in configs:
         med = {k: statistics.median(r[k] for r in runs[label]) for k in ("seconds", "cpu")}
         first = runs[label][0]
         rows.append({"config": label, "wall_s": round(med["seconds"], 3), "cpu_s": round(med["cpu"], 3),
@@ -108,7 +124,9 @@ def main() -> int:
                      "events": first["events"], "trace_kib": round(first["bytes"] / 1024, 1),
                      "runs": [{k: round(r[k], 3) for k in ("seconds", "cpu")} for r in runs[label]]})
     print(f"workload: {args.prompts} prompts x {args.prompt_len} prompt tokens, {args.new_tokens} new tokens "
-          f"each, {args.dtype}, cpu, torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+          f"each, {args.dtype}, quantization {args.quantization or 'default'}"
+          f"{', overlap' if args.enable_overlap_schedule else ''}"
+          f"{', speculation ' + args.speculative_algorithm if args.speculative_algorithm else ''}, cpu, torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, median of {args.repeats}")
     print("| tracing | wall s | tok/s | wall overhead | CPU s | tok/CPU-s | CPU overhead | events "
           "| trace size |")

@@ -96,9 +96,10 @@ class Engine:
         return results[0] if single else results
 
     def fork(self, trace_dir: str | None = None, trace_level: int = 2, **overrides: Any) -> Engine:
-        """A new Engine on the same loaded weights with other scheduler or memory flags (not dtype/model)."""
+        """A new Engine on the same loaded weights with other scheduler or memory flags (not dtype/model/
+        quantization: those choose the weights)."""
         args = {**vars(self.server_args), **overrides}
-        for fixed in ("model", "dtype", "device"):
+        for fixed in ("model", "dtype", "device", "quantization"):
             if args[fixed] != getattr(self.server_args, fixed):
                 raise ValueError(f"fork() cannot change {fixed}; create a new Engine")
         model = args.pop("model")

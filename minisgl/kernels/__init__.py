@@ -3,7 +3,8 @@
 On a CPU a batch-1 decode step runs hundreds of tiny torch ops (an RMSNorm alone is seven of them), and a
 batch-64 decode spent over a third of its time copying each request's K and V out of the paged pool into
 a padded batch and attending over it. These kernels do each of those jobs in one pass: RMSNorm (with the residual add fused in),
-rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots where they are, and
+rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots where they are, a
+linear layer over GGUF Q8_0 blocks (int8 codes with a scale per 32, never dequantized), and
 greedy sampling (argmax and its log-probability in one pass over the logits).
 
 `load()` builds the library on first use (see build.py); `available()` says whether that worked and
@@ -37,6 +38,7 @@ _SIGNATURES = {
     "rotary_embedding": [_P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _N],
     "silu_and_mul": [_P, _P, _I, _I, _N],
     "decode_attention": [_P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _F, _N],
+    "q8_0_linear": [_P, _P, _P, _P, _I, _I, _I, _N],
 }
 
 
@@ -156,3 +158,15 @@ def greedy_sample(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _fn("greedy_sample", logits.dtype)(logits.data_ptr(), ids.data_ptr(), logprobs.data_ptr(), logits.shape[0],
                                        logits.shape[1], torch.get_num_threads())
     return ids, logprobs
+
+
+def q8_0_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """x [..., K] @ W.T with W kept as GGUF Q8_0 blocks: codes int8 [N, K], scales float16 [N, K / 32]
+    (one per 32 codes along K; int16 holding float16's bits will do). Returns [..., N] in x's dtype."""
+    x = x.contiguous()
+    assert codes.dtype == torch.int8 and scales.dtype in (torch.float16, torch.int16) and codes.is_contiguous()
+    assert scales.is_contiguous() and x.shape[-1] == codes.shape[1] == scales.shape[1] * 32
+    out = torch.empty((*x.shape[:-1], codes.shape[0]), dtype=x.dtype)
+    _fn("q8_0_linear", x.dtype)(x.data_ptr(), codes.data_ptr(), scales.data_ptr(), out.data_ptr(), _rows(x),
+                                codes.shape[0], codes.shape[1], torch.get_num_threads())
+    return out

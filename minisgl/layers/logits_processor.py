@@ -26,6 +26,7 @@ class LogitsProcessor(nn.Module):
         self.vocab_size = vocab_size  # the real vocabulary: what is left after gathering the padded slices
         self.tp_size = get_tensor_model_parallel_world_size()
         self.packed_lm_head = None  # lm_head's weight packed for oneDNN, if pack() could
+        self.quantized_lm_head = None  # or a module whose matmul() is the product (--quantization gguf)
 
     @property
     def packed_lm_head(self) -> torch.Tensor | None:
@@ -37,10 +38,17 @@ class LogitsProcessor(nn.Module):
         self._packed_lm_head = packed
         self._project = self._project_native if packed is None else self._project_packed
 
-    def pack(self, lm_head_weight: torch.Tensor) -> bool:
+    def pack(self, lm_head_weight: torch.Tensor | None) -> bool:
         """A packed copy of its own: a tied lm_head shares its weight with the embedding, not its layout."""
+        if self.quantized_lm_head is not None:
+            return False
         self.packed_lm_head = pack_weight(lm_head_weight)
         return self.packed_lm_head is not None
+
+    def use_quantized(self, head: nn.Module) -> None:
+        """Multiply by `head.matmul(x)` (quantized blocks, layers/quantization/) instead of a weight."""
+        self.quantized_lm_head = head
+        self._project = self._project_quantized
 
     def forward(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
         if forward_batch.forward_mode.is_extend():  # not TARGET_VERIFY: all its rows are scored
@@ -52,6 +60,9 @@ class LogitsProcessor(nn.Module):
 
     def _project_native(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
         return F.linear(hidden_states, lm_head_weight)
+
+    def _project_quantized(self, hidden_states: torch.Tensor, lm_head_weight: None) -> torch.Tensor:
+        return self.quantized_lm_head.matmul(hidden_states)
 
     def _project_packed(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
         return packed_linear(hidden_states, self._packed_lm_head, None)

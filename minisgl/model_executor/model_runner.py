@@ -111,7 +111,8 @@ class ModelRunner:
         if quantize:  # the int4 layers take their blocks as stored; those weights are then not dequantized
             from minisgl.model_loader.gguf_weights import read_gguf_linear_blocks
 
-            kept = quantize_linears(model, read_gguf_linear_blocks(source.path, self.model_config), self.dtype)
+            q8 = self.server_args.cpu_kernels != "off" and kernels.load()  # Q8_0 runs in the C++ kernels
+            kept = quantize_linears(model, read_gguf_linear_blocks(source.path, self.model_config), self.dtype, q8)
         model.load_weights(iter_weights(source, self.model_config, skip=kept))
         model = model.to(device=self.device, dtype=self.dtype).eval()
         model.pack_weights()  # once, after the last dtype change: a no-op where oneDNN can't help

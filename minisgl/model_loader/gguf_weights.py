@@ -31,6 +31,7 @@ _TOP_NAMES = {
     "output_norm.weight": "model.norm.weight",
     "output.weight": "lm_head.weight",
 }
+_QUANTIZABLE_TOP = ("model.embed_tokens.weight", "lm_head.weight")
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
@@ -94,14 +95,15 @@ def iter_gguf_weights(path: Path, config: ModelConfig,
 
 
 def read_gguf_linear_blocks(path: Path, config: ModelConfig) -> dict[str, tuple[int, np.ndarray]]:
-    """The projections' weights as stored: Hugging Face name -> (ggml type, rows of bytes [N, bytes per row]).
+    """The projections', embedding's and lm_head's weights as stored: Hugging Face name -> (ggml type, rows of bytes [N, bytes per row]).
 
     Rows are put in the model's order (q and k un-permuted, a row of blocks moves as a whole), so a
     quantized layer (layers/quantization/gguf.py) can decode them without dequantizing."""
     out = {}
     for t in _reader(path).tensors:
         name = hf_name(t.name)
-        if name is None or not name.endswith("_proj.weight") or t.data.dtype != np.uint8:
+        wanted = name is not None and (name.endswith("_proj.weight") or name in _QUANTIZABLE_TOP)
+        if not wanted or t.data.dtype != np.uint8:
             continue
         out[name] = (t.tensor_type, _in_model_order(name, t.data.reshape(-1, t.data.shape[-1]), config))
     return out

@@ -124,8 +124,10 @@ class LlamaForCausalLM(nn.Module):
         hidden = self.model(input_ids, positions, forward_batch)
         return self.logits_processor(hidden, self.lm_head_weight(), forward_batch)
 
-    def lm_head_weight(self) -> torch.Tensor:
-        return self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+    def lm_head_weight(self) -> torch.Tensor | None:
+        """None where the logits processor multiplies by quantized blocks instead (--quantization gguf)."""
+        head = self.model.embed_tokens if self.lm_head is None else self.lm_head
+        return getattr(head, "weight", None)
 
     def pack_weights(self) -> int:
         """Pack every projection, lm_head included, for oneDNN (see layers/linear.py); returns the count."""

@@ -100,6 +100,8 @@ def test_fused_parts_stack_along_rows(blocks):
 def test_unsupported_combinations_are_refused_in_one_line():
     cpu = torch.device("cpu")
     assert check_supported(None, "gguf", cpu, torch.float32) is False
+    assert check_supported(None, "gguf", cpu, torch.bfloat16) is False  # the default dequantizes
+    assert check_supported("none", "gguf", cpu, torch.bfloat16) is False
     assert check_supported("none", "hf", cpu, torch.float32) is False
     with pytest.raises(UnsupportedQuantization, match="float32 is the exact"):
         check_supported("gguf", "gguf", cpu, torch.float32)
@@ -124,7 +126,7 @@ def test_the_runner_refuses_before_loading_any_weight(bundled_source, model_conf
 
 
 @needs_kernel
-def test_a_fused_layer_with_a_part_not_in_int4_stays_dequantized_and_says_why(blocks, caplog):
+def test_a_fused_layer_with_parts_of_two_types_stays_dequantized_and_says_why(blocks, caplog):
     from torch import nn
 
     from minisgl.layers.linear import Linear
@@ -144,4 +146,8 @@ def test_a_fused_layer_with_a_part_not_in_int4_stays_dequantized_and_says_why(bl
     with caplog.at_level("INFO"):
         assert quantize_linears(model, tensors) == {"single.weight"}
     assert isinstance(model.fused, Linear) and isinstance(model.single, GGUFInt4Linear)
-    assert "1 linear weight(s) dequantized to bfloat16 (Q8_0 has one scale per 32 weights" in caplog.text
+    assert "1 linear layer(s) dequantized to bfloat16 (its fused parts are stored in different" in caplog.text
+    model = Tiny()  # without the C++ kernels, Q8_0 itself is the reason
+    with caplog.at_level("INFO"):
+        assert quantize_linears(model, tensors, q8=False) == {"single.weight"}
+    assert "1 linear layer(s) dequantized to bfloat16 (Q8_0 runs in the C++ cpu kernels" in caplog.text

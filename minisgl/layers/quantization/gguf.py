@@ -15,9 +15,10 @@ are 32 weights along K with their own fp16 numbers, so with group_size 32 they m
 The one loss: scale and zero are stored in bfloat16 (8-bit mantissa) where GGUF has fp16 (11 bits), the
 same relative rounding that dequantizing to bfloat16 applies to each weight.
 
-Q8_0 (d, 32 int8 codes) is dequantized: torch's int8 kernel (`aten._weight_int8pack_mm`) takes one scale
-per output row, Q8_0 has one per 32 weights, and folding them into one per row is not exact. Other types
-(K-quants, ...) are dequantized too; the log says which.
+Q8_0 (d, 32 int8 codes) runs in the project's C++ kernel (gguf_q8_0.py: torch's int8 kernel takes one
+scale per output row, Q8_0 has one per 32 weights): the linear layers and the token embedding, which a
+tied model's logits also multiply by. Without the C++ kernels (--cpu-kernels off, or no compiler) Q8_0 is
+dequantized. Other types (K-quants, ...) are dequantized too; the log says which, in one line.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ Q4_0, Q4_1, Q8_0 = 2, 3, 8  # ggml types (gguf.GGMLQuantizationType values)
 _BLOCK_BYTES = {Q4_0: 18, Q4_1: 20}
 INT4_TYPES = tuple(_BLOCK_BYTES)
 _DEQUANT_REASON = {
-    Q8_0: "Q8_0 has one scale per 32 weights; torch's int8 kernel takes one per output row, which is not exact",
+    Q8_0: "Q8_0 runs in the C++ cpu kernels, which are off or did not build",
 }
 
 
@@ -50,7 +51,11 @@ def int4_kernel_available() -> bool:
 
 
 def check_supported(quantization: str | None, model_kind: str, device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether `--quantization` asks for quantized linears; raises UnsupportedQuantization where it can't."""
+    """Whether `--quantization` asks for quantized linears; raises UnsupportedQuantization where it can't.
+
+    None (no flag) dequantizes, like "none": the quantized model's bfloat16 greedy tokens part from
+    transformers' bfloat16 ones where the dequantized model's do not (lessons/docs/benchmarks.md), so it
+    is opt-in; float32 is always the exact, dequantized reference path."""
     if quantization in (None, "none"):
         return False
     if quantization != "gguf":
@@ -108,7 +113,8 @@ def decode_blocks(raw: np.ndarray, ggml_type: int) -> Int4Blocks:
 
 
 def dequantize_reason(ggml_type: int) -> str:
-    return _DEQUANT_REASON.get(ggml_type, f"ggml type {ggml_type} has no int4 layout here")
+    return _DEQUANT_REASON.get(ggml_type, f"ggml type {ggml_type} has no quantized layout here (Q4_0, Q4_1 and "
+                                          "Q8_0 do)")
 
 
 class GGUFInt4Linear(nn.Module):
@@ -136,33 +142,63 @@ class GGUFInt4Linear(nn.Module):
 
 
 def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]],
-                     dtype: torch.dtype = torch.bfloat16) -> set[str]:
-    """Swap each Linear whose checkpoint parts are all Q4_0 / Q4_1 for a GGUFInt4Linear, before the other
-    weights load; returns the checkpoint names it took (the loader then skips them). A bias stays a
-    parameter for the checkpoint to fill.
+                     dtype: torch.dtype = torch.bfloat16, q8: bool = True) -> set[str]:
+    """Swap each Linear whose checkpoint parts are all Q4_0 / Q4_1 for a GGUFInt4Linear, or all Q8_0 (with
+    `q8`: the C++ kernels are on) for a GGUFQ8Linear, and a Q8_0 embedding for a GGUFQ8Embedding, before
+    the other weights load; returns the checkpoint names it took (the loader then skips them). A bias stays
+    a parameter for the checkpoint to fill.
 
     `tensors`: Hugging Face name -> (ggml type, raw rows of bytes), rows already in the model's order."""
     from minisgl.layers.linear import Linear
+    from minisgl.layers.quantization.gguf_q8_0 import GGUFQ8Linear, Q8Blocks, decode_q8_0
 
-    taken, swapped, kept = set(), 0, {}
+    taken, swapped, kept = set(), {"int4": 0, "q8_0": 0}, {}
     for name, module in list(model.named_modules()):
         if not isinstance(module, Linear):
             continue
         parts = model.checkpoint_names(f"{name}.weight")
         types = [tensors[p][0] if p in tensors else None for p in parts]
-        if any(t not in INT4_TYPES for t in types):  # one part that isn't int4: the fused layer is dequantized
-            for t in types:
-                if t not in INT4_TYPES:
-                    kept[t] = kept.get(t, 0) + 1
+        if all(t in INT4_TYPES for t in types):
+            layer = GGUFInt4Linear(Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0]) for p in parts]),
+                                   module.bias, dtype)
+            swapped["int4"] += 1
+        elif q8 and all(t == Q8_0 for t in types):
+            layer = GGUFQ8Linear(Q8Blocks.cat([decode_q8_0(tensors[p][1]) for p in parts]), module.bias)
+            swapped["q8_0"] += 1
+        else:  # the fused layer is dequantized: a part that can't be kept, or parts of two kinds
+            odd = [t for t in types if t not in INT4_TYPES and not (q8 and t == Q8_0)]
+            why = ("stored unquantized" if odd[0] is None else dequantize_reason(odd[0])) if odd else \
+                "its fused parts are stored in different quantization types"
+            kept[why] = kept.get(why, 0) + 1
             continue
-        blocks = Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0]) for p in parts])
         parent, _, attr = name.rpartition(".")
-        setattr(model.get_submodule(parent), attr, GGUFInt4Linear(blocks, module.bias, dtype))
+        setattr(model.get_submodule(parent), attr, layer)
         taken.update(parts)
-        swapped += 1
-    for t, count in kept.items():
-        logger.warning("--quantization gguf: %d linear weight(s) dequantized to bfloat16 (%s)", count,
-                    "stored unquantized" if t is None else dequantize_reason(t))
-    logger.info("--quantization gguf: %d linear layers run on packed int4 weights (the embedding and a tied "
-                "lm_head stay dequantized)", swapped)
+    embedding = quantize_embedding(model, tensors, dtype, q8)
+    taken |= embedding
+    for why, count in kept.items():
+        logger.warning("--quantization gguf: %d linear layer(s) dequantized to bfloat16 (%s)", count, why)
+    logger.info("--quantization gguf: %d linear layers on int4 blocks, %d on q8_0 blocks; embedding %s", swapped["int4"],
+                swapped["q8_0"], "on q8_0 blocks (and the tied lm_head)" if embedding else "dequantized")
     return taken
+
+
+def quantize_embedding(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]], dtype: torch.dtype,
+                       q8: bool) -> set[str]:
+    """A Q8_0 token embedding kept as blocks; the logits multiply by them too where the model ties the two
+    (an untied Q8_0 lm_head gets its own blocks)."""
+    from minisgl.layers.quantization.gguf_q8_0 import GGUFQ8Embedding, decode_q8_0
+
+    names = ("model.embed_tokens.weight", "lm_head.weight")
+    if not q8 or tensors.get(names[0], (None,))[0] != Q8_0:
+        return set()
+    embedding = GGUFQ8Embedding(decode_q8_0(tensors[names[0]][1]), dtype)
+    model.model.embed_tokens = embedding
+    if model.lm_head is None:
+        model.logits_processor.use_quantized(embedding)
+        return {names[0]}
+    if tensors.get(names[1], (None,))[0] != Q8_0:
+        return {names[0]}
+    model.lm_head = GGUFQ8Embedding(decode_q8_0(tensors[names[1]][1]), dtype)
+    model.logits_processor.use_quantized(model.lm_head)
+    return set(names)
