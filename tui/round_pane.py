@@ -8,8 +8,12 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
+from tracer import schema as S
+from tracer.diagrams.facts import collectives
 from tracer.fmt import ranges
+from tracer.reader import Trace
 from tracer.state import BatchRow, RoundBatch
+from tracer.tp_ranks import tp_ranks_by_round
 from tui.frame import Frame
 
 COLUMNS = ("rid", "pos", "token", "text", "slot", "kv", "sampled")
@@ -77,7 +81,23 @@ def round_title(frame: Frame, batch: RoundBatch | None) -> Text:
     text.append(f" · out_cache_loc {ranges(batch.out_cache_loc)}")
     if batch.duration_ms is not None:
         text.append(f" · forward {batch.duration_ms:.1f} ms")
+    if frame.trace.tp_rank_events:
+        text.append(f" · {tp_note(frame.trace, batch.round)}")
     return text
+
+
+_TP_NOTES: dict[int, tuple[Trace, dict[int, str]]] = {}
+
+
+def tp_note(trace: Trace, round: int) -> str:
+    """A --tp-size trace: the tp ranks that ran this round's forward and the collectives each made (rank 0's
+    model.forward end), as the lifecycle diagram says it: "tp ranks 0 1 2: 61 all-reduces, 1 all-gather"."""
+    cached = _TP_NOTES.get(id(trace))
+    if cached is None or cached[0] is not trace or round not in cached[1]:  # new, or grown (a live trace)
+        ends = {ev.round: ev for ev in trace.events if ev.name == S.MODEL_FORWARD and ev.ph == S.PH_END}
+        notes = {r: collectives(ends[r], ranks) for r, ranks in tp_ranks_by_round(trace).items() if r in ends}
+        cached = _TP_NOTES[id(trace)] = (trace, notes)
+    return cached[1].get(round, "tp ranks: this round's forward is not in the trace")
 
 
 def row_cells(frame: Frame, row: BatchRow) -> list:

@@ -83,3 +83,35 @@ def test_tp_rounds_table_and_lifecycle_show_every_rank_s_forward(scenario_runs):
     for node, ev in zip(model.nodes, ends):
         collectives = f"{ev.get('all_reduce')} all-reduces, {ev.get('all_gather')} all-gather"
         assert f"tp ranks 0 1 2: {collectives}" in node.label
+
+
+def test_the_replay_s_round_pane_names_the_tp_ranks_of_each_forward(scenario_runs):
+    """The replay app on a --tp-size 3 trace: at each round's end the round pane's title says which ranks ran
+    the forward and its collectives, read from every rank's model.forward (the table is rank 0's batch)."""
+    import asyncio
+
+    from tracer.replay import replay
+    from tui.app import ReplayApp
+    from tui.keys import TABS
+
+    trace = scenario_runs("tensor_parallel").trace
+    ends = {ev.round: ev for ev in trace.events if ev.name == "model.forward" and ev.ph == "E"}
+    rounds = [state.round for state in replay(trace) if state.batch is not None]
+
+    async def titles() -> list[str]:
+        app = ReplayApp(trace)
+        out = []
+        async with app.run_test(size=(160, 45)) as pilot:
+            await pilot.press(str(TABS.index("round") + 1))
+            for _ in rounds:
+                await pilot.press("right_square_bracket")
+                await pilot.pause()
+                out.append(app.panes["round"].title_text.plain)
+        return out
+
+    got = asyncio.run(titles())
+    assert rounds and len(got) == len(rounds)
+    for n, title in zip(rounds, got):
+        end = ends[n]
+        assert f"round {n} " in title and (f"tp ranks 0 1 2: {end.get('all_reduce')} all-reduces, "
+                                             f"{end.get('all_gather')} all-gather") in title, title
