@@ -120,3 +120,50 @@ def _end_worker(proc) -> str:
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGINT)
         return proc.communicate(timeout=60)[0] + "\n(ended only after SIGINT)"
+
+
+def test_tp2_on_a_model_whose_heads_split_in_two(tmp_path, tokenizer):
+    """--tp-size 2 needs heads that 2 divides, which the bundled model lacks: a tiny Llama folder with random
+    weights (4 query heads, 2 key/value heads, the bundled tokenizer beside it) served by two scheduler
+    ranks. Its float32 greedy tokens, the prompts sent at once, equal transformers' on the same folder."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+    import transformers as tf
+
+    from tests.model_executor.test_hf_folders import TINY
+    from tests.server.conftest import ServeProcess
+
+    torch.manual_seed(0)
+    hf = tf.LlamaForCausalLM(tf.LlamaConfig(**{**TINY, "vocab_size": 512}, tie_word_embeddings=False)).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            p.copy_(1 + 0.1 * torch.randn_like(p) if name.endswith("norm.weight") else 0.1 * torch.randn_like(p))
+    folder = tmp_path / "tiny-llama"
+    hf.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)  # the server needs one; every id below is < 512, so it decodes them
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(3, 512, (n,), generator=g).tolist() for n in (5, 13, 9)]
+    want = []
+    for ids in prompts:
+        with torch.inference_mode():
+            out = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                              max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
+        want.append(out[0, len(ids):].tolist())
+
+    srv = ServeProcess(["--model", str(folder), "--dtype", "float32", "--tp-size", "2", "--max-total-tokens", "256",
+                        "--log-level", "warning"]).wait_ready()
+    try:
+        assert "scheduler_tp1" in srv.pids and "scheduler_tp2" not in srv.pids, srv.pids  # two ranks
+        params = {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}
+
+        def generate(ids: list[int]) -> list[int]:
+            r = httpx.post(f"{srv.url}/generate", json={"input_ids": ids, "sampling_params": params}, timeout=300)
+            return r.json()["output_ids"]
+
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            assert list(pool.map(generate, prompts)) == want
+    finally:
+        code = srv.stop(signal.SIGINT)
+    assert code == 0, srv.output()[-3000:]
+    assert srv.alive_descendants() == []
