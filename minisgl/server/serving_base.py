@@ -53,7 +53,12 @@ class OpenAIServingBase:
         """The client's `rid` (SGLang's extension: scenarios and lessons name requests R1, R2), else the PD
         pairing room's (both halves of a disaggregated request share it, so the two servers' traces meet), else a
         fresh one."""
-        return getattr(request, "rid", None) or room_rid(request) or uuid.uuid4().hex
+        return getattr(request, "rid", None) or self._room_rid(request) or uuid.uuid4().hex
+
+    def _room_rid(self, request: Any) -> str | None:
+        """On one half of a PD pair, `pd-<room>`; a server of its own ignores the router's room (two requests
+        may carry the same one there, and would share a rid)."""
+        return room_rid(request) if self.tokenizer_manager.disaggregation_mode != "null" else None
 
     def _validate_request(self, request: Any) -> None:
         model = getattr(request, "model", None)

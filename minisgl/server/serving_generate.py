@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from minisgl.server.protocol import GenerateReqInput
-from minisgl.server.serving_base import Chunk, OpenAIServingBase, room_rid
+from minisgl.server.serving_base import Chunk, OpenAIServingBase
 
 
 class ServingGenerate(OpenAIServingBase):
@@ -14,8 +14,8 @@ class ServingGenerate(OpenAIServingBase):
     endpoint = "/generate"
 
     def _new_rid(self, request: GenerateReqInput) -> str:
-        if "rid" not in request.model_fields_set and request.bootstrap_room is not None:
-            request.rid = room_rid(request)  # both halves of a PD-disaggregated request: serving_base.py
+        if "rid" not in request.model_fields_set and (rid := self._room_rid(request)) is not None:
+            request.rid = rid  # both halves of a PD-disaggregated request: serving_base.py
         return request.rid  # the client may choose it, e.g. to abort it later by name
 
     def _sampling_params(self, request: GenerateReqInput) -> dict[str, Any]:

@@ -60,6 +60,7 @@ class TokenizerManager(TokenizerManagerCore):
         self._async_context = zmq.asyncio.Context()
         # with --dp-size > 1 the DataParallelController holds the scheduler's input address
         self.dp_size = dp_size
+        self.disaggregation_mode = "null"  # "prefill" or "decode": one half of a PD pair (server_lifecycle.py)
         send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name,
                                        dst="scheduler" if dp_size == 1 else "data_parallel_controller")
         super().__init__(tokenizer, limits.vocab_size, send_to_scheduler)

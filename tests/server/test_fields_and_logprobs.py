@@ -44,6 +44,9 @@ def test_router_fields_and_harmless_values_are_accepted(http, model):
     assert chat.status_code == 200, chat.text
     gen = http.post("/generate", json={"text": "Hi", "sampling_params": {"max_new_tokens": 1}, **router})
     assert gen.status_code == 200, gen.text
+    # a server of its own ignores the room: only the halves of a PD pair are named after it (pd-<room>), and
+    # these two requests, which carry the same room, would otherwise share a rid
+    assert chat.json()["id"] != f"chatcmpl-pd-{2**62}" and gen.json()["meta_info"]["id"] != f"pd-{2**62}"
 
 
 def _reference(hf_model_fp32, prompt_ids: list[int], output_ids: list[int]) -> torch.Tensor:
