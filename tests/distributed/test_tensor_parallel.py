@@ -125,7 +125,8 @@ def _end_worker(proc) -> str:
 def test_tp2_on_a_model_whose_heads_split_in_two(tmp_path, tokenizer):
     """--tp-size 2 needs heads that 2 divides, which the bundled model lacks: a tiny Llama folder with random
     weights (4 query heads, 2 key/value heads, the bundled tokenizer beside it) served by two scheduler
-    ranks. Its float32 greedy tokens, the prompts sent at once, equal transformers' on the same folder."""
+    ranks. Its float32 greedy tokens, the prompts sent at once, equal transformers' on the same folder, and its
+trace checks and replays."""
     from concurrent.futures import ThreadPoolExecutor
 
     import httpx
@@ -133,6 +134,8 @@ def test_tp2_on_a_model_whose_heads_split_in_two(tmp_path, tokenizer):
 
     from tests.model_executor.test_hf_folders import TINY
     from tests.server.conftest import ServeProcess
+    from tracer.check import check_trace
+    from tracer.reader import load_trace
 
     torch.manual_seed(0)
     hf = tf.LlamaForCausalLM(tf.LlamaConfig(**{**TINY, "vocab_size": 512}, tie_word_embeddings=False)).eval()
@@ -151,8 +154,9 @@ def test_tp2_on_a_model_whose_heads_split_in_two(tmp_path, tokenizer):
                               max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
         want.append(out[0, len(ids):].tolist())
 
+    trace_dir = tmp_path / "trace"
     srv = ServeProcess(["--model", str(folder), "--dtype", "float32", "--tp-size", "2", "--max-total-tokens", "256",
-                        "--log-level", "warning"]).wait_ready()
+                        "--trace", str(trace_dir), "--log-level", "warning"]).wait_ready()
     try:
         assert "scheduler_tp1" in srv.pids and "scheduler_tp2" not in srv.pids, srv.pids  # two ranks
         params = {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}
@@ -167,3 +171,6 @@ def test_tp2_on_a_model_whose_heads_split_in_two(tmp_path, tokenizer):
         code = srv.stop(signal.SIGINT)
     assert code == 0, srv.output()[-3000:]
     assert srv.alive_descendants() == []
+    trace = load_trace(trace_dir)
+    assert sorted(trace.tp_rank_events) == ["scheduler_tp1"] and check_trace(trace) == []
+    asyncio.run(_open_replay(trace))
