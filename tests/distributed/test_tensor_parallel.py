@@ -7,7 +7,6 @@ refused, see test_parallel_layers.py). Each rank is a real process: three `minis
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import socket
 from pathlib import Path
@@ -19,6 +18,22 @@ pytestmark = pytest.mark.slow
 
 TP = 3
 NEW_TOKENS = 16
+
+
+def _greedy_at_once(url: str, prompts: list[list[int]]) -> list[list[int]]:
+    """Each prompt's NEW_TOKENS greedy tokens through /generate, all prompts sent at once (they share batches)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    params = {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}
+
+    def generate(ids: list[int]) -> list[int]:
+        r = httpx.post(f"{url}/generate", json={"input_ids": ids, "sampling_params": params}, timeout=300)
+        return r.json()["output_ids"]
+
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        return list(pool.map(generate, prompts))
 
 
 def _free_port() -> int:
@@ -36,14 +51,19 @@ def test_three_nodes_serve_tp1s_greedy_tokens_and_their_trace_checks(base_engine
     (One node running all three ranks, `--tp-size 3` alone, is the tensor_parallel scenario's run.)"""
     import subprocess
     import sys
-    from concurrent.futures import ThreadPoolExecutor
 
-    import httpx
     import psutil
     from openai import OpenAI
 
     from minisgl.model_executor.static_generate import greedy_generate
-    from tests.server.conftest import ENGINE_FLAGS, ENV, OneThreadEngine, ServeProcess, serve_flags
+    from tests.server.conftest import (
+        ENGINE_FLAGS,
+        ENV,
+        OneThreadEngine,
+        ServeProcess,
+        replay_opens_to_the_end,
+        serve_flags,
+    )
     from tracer.check import check_trace
     from tracer.reader import load_trace
 
@@ -71,14 +91,7 @@ def test_three_nodes_serve_tp1s_greedy_tokens_and_their_trace_checks(base_engine
         resp = client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=NEW_TOKENS)
         assert resp.choices[0].message.content == ref["text"]
         assert resp.usage.completion_tokens == ref["usage"]["completion_tokens"]
-        params = {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}
-
-        def generate(ids: list[int]) -> list[int]:
-            r = httpx.post(f"{srv.url}/generate", json={"input_ids": ids, "sampling_params": params}, timeout=300)
-            return r.json()["output_ids"]
-
-        with ThreadPoolExecutor(len(chat_prompt_ids)) as pool:
-            assert list(pool.map(generate, chat_prompt_ids)) == want
+        assert _greedy_at_once(srv.url, chat_prompt_ids) == want
     finally:
         code = srv.stop(signal.SIGINT)
         outs = [_end_worker(w) for w in workers]
@@ -98,17 +111,7 @@ def test_three_nodes_serve_tp1s_greedy_tokens_and_their_trace_checks(base_engine
     assert check_trace(trace) == []
     forwards = [ev for ev in trace.events if ev.name == "model.forward" and ev.ph == "E"]
     assert forwards and all(ev.get("tp_size") == TP and ev.get("all_reduce") > 0 for ev in forwards)
-    asyncio.run(_open_replay(trace))  # the replay app opens it (it shows rank 0's scheduler, as for one rank)
-
-
-async def _open_replay(trace) -> None:
-    from tui.app import ReplayApp
-
-    app = ReplayApp(trace)
-    async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.pause()
-        await pilot.press("end")
-        assert app.timeline.cursor == len(trace.events) - 1
+    replay_opens_to_the_end(trace)  # it shows rank 0's scheduler, as for one rank
 
 
 def _end_worker(proc) -> str:
@@ -127,13 +130,11 @@ def test_tp2_on_a_model_whose_heads_split_in_two(tmp_path, tokenizer):
     weights (4 query heads, 2 key/value heads, the bundled tokenizer beside it) served by two scheduler
     ranks. Its float32 greedy tokens, the prompts sent at once, equal transformers' on the same folder, and its
 trace checks and replays."""
-    from concurrent.futures import ThreadPoolExecutor
 
-    import httpx
     import transformers as tf
 
     from tests.model_executor.test_hf_folders import TINY
-    from tests.server.conftest import ServeProcess
+    from tests.server.conftest import ServeProcess, replay_opens_to_the_end
     from tracer.check import check_trace
     from tracer.reader import load_trace
 
@@ -159,18 +160,11 @@ trace checks and replays."""
                         "--trace", str(trace_dir), "--log-level", "warning"]).wait_ready()
     try:
         assert "scheduler_tp1" in srv.pids and "scheduler_tp2" not in srv.pids, srv.pids  # two ranks
-        params = {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}
-
-        def generate(ids: list[int]) -> list[int]:
-            r = httpx.post(f"{srv.url}/generate", json={"input_ids": ids, "sampling_params": params}, timeout=300)
-            return r.json()["output_ids"]
-
-        with ThreadPoolExecutor(len(prompts)) as pool:
-            assert list(pool.map(generate, prompts)) == want
+        assert _greedy_at_once(srv.url, prompts) == want
     finally:
         code = srv.stop(signal.SIGINT)
     assert code == 0, srv.output()[-3000:]
     assert srv.alive_descendants() == []
     trace = load_trace(trace_dir)
     assert sorted(trace.tp_rank_events) == ["scheduler_tp1"] and check_trace(trace) == []
-    asyncio.run(_open_replay(trace))
+    replay_opens_to_the_end(trace)

@@ -94,6 +94,22 @@ def _running(p: psutil.Process) -> bool:
         return False
 
 
+def replay_opens_to_the_end(trace) -> None:
+    """The replay app opens the trace, and End takes it to the last event."""
+    import asyncio
+
+    from tui.app import ReplayApp
+
+    async def run() -> None:
+        app = ReplayApp(trace)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("end")
+            assert app.timeline.cursor == len(trace.events) - 1
+
+    asyncio.run(run())
+
+
 def wait_drained(http: httpx.Client, timeout: float = 60) -> dict:
     """Poll /health until nothing runs or waits and every KV slot is free or cached; return the load."""
     deadline = time.monotonic() + timeout

@@ -9,7 +9,6 @@ left running. Skipped, saying so, without .venv-router (`make router-env`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server.test_router import ROUTER_PYTHON, WORKER_FLAGS, Launch, _alive, _router_installed
+from tests.server.conftest import replay_opens_to_the_end
+from tests.server.test_router import WORKER_FLAGS, Launch, _alive, require_router
 from tracer.check import check_trace
 from tracer.reader import load_trace
 from tracer.servers import merge_traces, pick_server
@@ -33,9 +33,7 @@ TEXTS = ["The capital of France is", "List three prime numbers:", "Once upon a t
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    if not _router_installed():
-        pytest.skip(f"sglang-router is not installed at {ROUTER_PYTHON}: `make router-env` installs it "
-                    "(it needs the PyPI package sglang-router; `make test` tries once)")
+    require_router()
     trace_dir = tmp_path_factory.mktemp("pd-trace")
     launch = Launch(["--pd-disaggregation", "--policy", "round_robin", "--trace", str(trace_dir),
                      *WORKER_FLAGS]).wait_ready()
@@ -106,7 +104,7 @@ def test_a_pd_pair_serves_the_engines_greedy_text_and_its_traces_meet(pair, engi
     assert all(received[ev.get("room")].get("nbytes") == ev.get("nbytes") > 0 for ev in sent)
 
     _lifecycle_spans_both_servers(merged, sent[0].rid)
-    asyncio.run(_open_replay(pick_server(merged, "decode")))
+    replay_opens_to_the_end(pick_server(merged, "decode"))
     _a_lost_byte_is_caught(tmp_path / "merged", tmp_path / "tampered")
 
 
@@ -128,14 +126,6 @@ def _lifecycle_spans_both_servers(merged, rid: str) -> None:
     assert "prefill_S->>decode_S: KV rows + first token" in text
 
 
-async def _open_replay(trace) -> None:
-    from tui.app import ReplayApp
-
-    app = ReplayApp(trace)
-    async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.pause()
-        await pilot.press("end")
-        assert app.timeline.cursor == len(trace.events) - 1
 
 
 def _a_lost_byte_is_caught(merged: Path, tampered: Path) -> None:

@@ -45,6 +45,13 @@ def _router_installed() -> bool:
     return subprocess.run([str(ROUTER_PYTHON), "-c", "import sglang_router"], capture_output=True).returncode == 0
 
 
+def require_router() -> None:
+    """Skip, saying why, where `make router-env` could not install SGLang's router."""
+    if not _router_installed():
+        pytest.skip(f"sglang-router is not installed at {ROUTER_PYTHON}: `make router-env` installs it "
+                    "(it needs the PyPI package sglang-router; `make test` tries once)")
+
+
 class Launch:
     """`minisgl router ...` in a subprocess, its output read on a thread."""
 
@@ -107,9 +114,7 @@ def _alive(procs: list[psutil.Process], within: float = 15.0) -> list[psutil.Pro
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    if not _router_installed():
-        pytest.skip(f"sglang-router is not installed at {ROUTER_PYTHON}: `make router-env` installs it "
-                    "(it needs the PyPI package sglang-router; `make test` tries once)")
+    require_router()
     trace_dir = tmp_path_factory.mktemp("router-trace")
     launch = Launch(["--workers", "2", "--policy", "round_robin", "--trace", str(trace_dir), *WORKER_FLAGS,
                      "--", "--health-check-interval-secs", "1"]).wait_ready()
