@@ -77,13 +77,15 @@ def summary_text(trace: Trace) -> str:
 # the processes that serve many requests at once: with several requests in flight, the order in which their
 # events interleave there follows the clock (which stream wrote its next chunk first), not the engine
 SHARED_PROCS = ("tokenizer_manager", "data_parallel_controller", "detokenizer")
+# load polls and reports (the router's /health, the DP controller's loads): sent on their own clocks
+LOAD_PROBES = frozenset({"GetLoadReq", "GetLoadReqOutput"})
 
 
 def served_summary_text(trace: Trace) -> str:
     """summary_text for a run of the real server with several requests in flight (the served scenarios
     with goldens): the HTTP server + TokenizerManager, the DataParallelController and the detokenizer list
-    each request's events together, in the order the process wrote them (rid-less events first); every
-    scheduler keeps its own order, which is the engine's logic."""
+    each request's events together, in the order the process wrote them (rid-less events first, load polls
+    after them in text order); every scheduler keeps its own order, which is the engine's logic."""
     recs = normalize(trace)
     if any("/" in rec["proc"] for rec in recs):  # a merged prefill/decode trace (tracer/servers.py)
         recs = pair_neutral(recs)
@@ -91,17 +93,19 @@ def served_summary_text(trace: Trace) -> str:
     def key(item: tuple[int, dict[str, Any]]) -> tuple:
         i, rec = item
         if rec["proc"] not in SHARED_PROCS:
-            return rec["proc"], "", i
-        return rec["proc"], rec.get("rid") or ",".join(rec.get("rids") or []), i
+            return rec["proc"], "", 0, "", i
+        rid = rec.get("rid") or ",".join(rec.get("rids") or [])
+        if not rid and (rec.get("attrs") or {}).get("msg") in LOAD_PROBES:
+            # load polls and reports (several schedulers answer, on their own clocks): how many is the engine's
+            # logic, their order among themselves and beside other rid-less messages is not
+            return rec["proc"], rid, 1, event_line(rec), 0
+        return rec["proc"], rid, 0, "", i
 
     order = {proc: n for n, proc in enumerate(dict.fromkeys(rec["proc"] for rec in recs))}
     ranked = sorted(enumerate(recs), key=lambda item: (order[item[1]["proc"]], *key(item)[1:]))
     return "".join(event_line(rec) + "\n" for _, rec in ranked)
 
-
-
 # what differs between two runs of a prefill/decode pair behind the router, beyond one server's run
-LOAD_PROBES = frozenset({"GetLoadReq", "GetLoadReqOutput"})  # the router's /health polls: on its own clock
 ENDPOINT = re.compile(r"^(tcp://[^:]+):\d+$")  # the bootstrap server's and the decode side's free ports
 
 

@@ -13,6 +13,7 @@ from minisgl.scenarios import NAMES, get
 from tests.scenarios.conftest import OFFLINE, SERVED, SERVED_GOLDEN
 from tracer.check import check_trace
 from tracer.normalize import served_summary_text, summary_text
+from tracer.reader import Trace
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +54,28 @@ def test_the_normalized_trace_equals_its_golden_summary(scenario_runs, name):
         path.write_text(text)
     assert path.exists(), f"no golden summary for {name}: run with MINISGL_UPDATE_GOLDENS=1 and read the diff"
     assert text == path.read_text(), f"{name}'s trace changed: compare it with {path}"
+
+
+def test_the_served_summary_ignores_the_order_of_load_polls_but_not_their_number(scenario_runs):
+    """dp=2: the detokenizer forwards each scheduler's load report as it comes (recv, send, recv, send on one
+    run, recv, recv, send, send on another); the summary reads the same, while a lost report still shows."""
+    import dataclasses
+
+    trace = scenario_runs("data_parallel").trace
+    polls = sorted(
+        (ev for ev in trace.events if ev.proc == "detokenizer" and ev.get("msg") == "GetLoadReqOutput"),
+        key=lambda ev: ev.line,
+    )
+    assert sorted(ev.name for ev in polls) == ["ipc.recv", "ipc.recv", "ipc.send", "ipc.send"]
+    assert polls[1].name != polls[2].name  # so swapping them gives the run's other order
+    lines = {id(polls[1]): polls[2].line, id(polls[2]): polls[1].line}
+    swapped = [dataclasses.replace(ev, line=lines[id(ev)]) if id(ev) in lines else ev for ev in trace.events]
+
+    def again(events):
+        return Trace(trace.folder, events, trace.processes(), [], trace.tp_rank_events)
+
+    assert served_summary_text(again(swapped)) == served_summary_text(trace)
+    assert served_summary_text(again([ev for ev in trace.events if ev is not polls[-1]])) != served_summary_text(trace)
 
 
 @pytest.mark.anyio
