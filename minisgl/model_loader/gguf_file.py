@@ -97,7 +97,24 @@ class GGUFFile:
             arr = np.frombuffer(self._buf, dtype=dtype, count=count, offset=self._pos)
             self._pos += arr.nbytes
             return arr
+        if item == _STRING:
+            return self._strings(count)
         return [self._value(item) for _ in range(count)]
+
+    def _strings(self, count: int) -> list[str]:
+        """An array of strings (the tokenizer's vocabulary and merges: about 100,000), in one tight loop."""
+        buf, pos, end, length = self._buf, self._pos, len(self._buf), struct.Struct("<Q").unpack_from
+        out: list[str] = []
+        append = out.append
+        for _ in range(count):
+            (n,) = length(buf, pos)
+            pos += 8
+            if pos + n > end:
+                raise IndexError("a string runs past the end of the file")
+            append(buf[pos:pos + n].decode("utf-8"))
+            pos += n
+        self._pos = pos
+        return out
 
     def _tensor_info(self) -> tuple[str, tuple[int, ...], int, int]:
         name = self._string()

@@ -81,14 +81,14 @@ def _in_model_order(name: str, w: np.ndarray, config: ModelConfig) -> np.ndarray
 def iter_gguf_weights(path: Path, config: ModelConfig,
                       skip: set[str] | frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
     import torch
-    from gguf.constants import GGMLQuantizationType
-    from gguf.quants import dequantize
+
+    from minisgl.model_loader.gguf_dequant import dequantize
 
     for t in _reader(path).tensors:
         name = hf_name(t.name)
         if name is None or name in skip:
             continue
-        w = dequantize(t.data, GGMLQuantizationType(t.tensor_type))
+        w = dequantize(t.data, int(t.tensor_type))
         w = np.array(w, dtype=np.float32).reshape([int(x) for x in reversed(t.shape)])
         w = _in_model_order(name, w, config)
         yield name, torch.from_numpy(np.ascontiguousarray(w))

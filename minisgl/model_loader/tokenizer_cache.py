@@ -10,6 +10,7 @@ versions, so a changed file or library converts again. A cache that cannot be wr
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -37,13 +38,21 @@ def cache_key(path: Path) -> str:
 
 
 def load_gguf_tokenizer(path: Path):
-    """The tokenizer transformers converts from the GGUF file at `path`, from the cache when it is there."""
-    from transformers import AutoTokenizer
+    """The tokenizer transformers converts from the GGUF file at `path`, from the cache when it is there.
+
+    The cache is read with the class the conversion made, named in the saved tokenizer_config.json:
+    AutoTokenizer would first look through transformers' model registry for it, about 3 s of every server
+    process's start."""
+    import transformers
 
     folder = cache_dir() / cache_key(path)
     if (folder / "tokenizer.json").exists():
-        return AutoTokenizer.from_pretrained(str(folder))
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        try:
+            name = json.loads((folder / "tokenizer_config.json").read_text())["tokenizer_class"]
+            return getattr(transformers, name).from_pretrained(str(folder))
+        except (OSError, ValueError, KeyError, AttributeError):
+            return transformers.AutoTokenizer.from_pretrained(str(folder))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     _save(tokenizer, folder)
     return tokenizer
 

@@ -54,6 +54,7 @@ def test_the_first_load_saves_and_later_loads_read_the_folder(bundled_source, ca
 
 
 def _same_tokenizer(tok, ref) -> None:
+    assert type(tok) is type(ref)
     assert len(tok) == len(ref) and tok.get_vocab() == ref.get_vocab()
     for attr in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "all_special_ids",
                  "clean_up_tokenization_spaces"):
