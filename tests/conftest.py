@@ -12,23 +12,25 @@ import torch
 
 from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
 
-# ---- two workers ------------------------------------------------------------------------------------------
-# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Each worker is its own process with
+# ---- three workers ----------------------------------------------------------------------------------------
+# `make test` runs the suite on three pytest-xdist workers (--dist loadgroup). Each worker is its own process with
 # its own session fixtures, so tests that share something expensive are kept on one worker: a module goes to
 # the group of the first expensive fixture any of its tests uses, else it is a group of its own (so a
-# module-scoped fixture is built once). The two expensive groups are about the same size and run first, one
-# on each worker; the small modules fill the rest of both workers' time.
+# module-scoped fixture is built once). The expensive groups run first, one on each worker; the small modules
+# fill the rest of the workers' time.
 SHARED_GROUPS = [
     # the scenario runs (a real server for some), and the lesson site built from all of them
     ("scenario_runs", {"scenario_runs", "course_cache"}),
-    # transformers' float32 model and its greedy answers, and the session's `minisgl serve` (some server
-    # tests compare its logprobs with transformers')
-    ("transformers_and_server", {"hf_model_fp32", "hf_answers", "server"}),
+    # transformers' float32 model and its greedy answers (the one server test that also compares logprobs
+    # with transformers' starts its own session server there)
+    ("transformers", {"hf_model_fp32", "hf_answers"}),
+    # the session's `minisgl serve`
+    ("server", {"server"}),
 ]
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # one torch thread per worker: two workers share two cores, and an OpenMP thread that spins at every
-    # barrier while the other worker holds the core makes both much slower; subprocesses inherit it
+    # one torch thread per worker: the workers share two cores, and an OpenMP thread that spins at every
+    # barrier while another worker holds the core makes both much slower; subprocesses inherit it
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 
