@@ -93,7 +93,7 @@ def test_a_crash_and_an_endless_loop_are_reported_not_inherited(tmp_path, scenar
     loop.write_text(correct.replace("    def match_prefix(self, key: list[int]) -> MatchResult:\n",
                                     "    def match_prefix(self, key: list[int]) -> MatchResult:\n"
                                     "        while True:\n            pass\n"))
-    result = run_trace(radix, loop, tmp_path / "g2", timeout=20)  # stopped in the loop, or still loading
+    result = run_trace(radix, loop, tmp_path / "g2", timeout=12)  # stopped in the loop, or still loading
     assert not result.ok and "did not finish" in result.summary
 
     def ours(p) -> bool:  # this run's processes name its own folder on their command line
