@@ -6,6 +6,10 @@ load time, into the layout oneDNN wants removes that work (measured 1.5-1.8x per
 1 here). The packed copy sits beside the ordinary `weight` parameter, which stays the source of truth
 for checkpoints, weight sharing and tests; packing only changes which kernel computes the product.
 
+The same ops serve float32 speculative decoding (pack_weight_for_rows): a verify forward multiplies K + 1
+rows per request, which F.linear prices at nearly K + 1 one-row products on this CPU, and oneDNN's path
+tuned for that many rows at well under half of that.
+
 The ops are torch's own (`torch.ops.mkldnn`), but private: they are looked up at run time, checked on
 a small product against F.linear, and skipped (with the plain path kept) wherever they are missing.
 """
@@ -54,6 +58,24 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor | None:
         logger.debug("oneDNN weight packing unavailable: %s", e)
         return None
     if not torch.equal(got, F.linear(probe, weight.detach())):
+        return None
+    return packed
+
+
+def pack_weight_for_rows(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
+    """A float32 weight in oneDNN's layout tuned for `rows` rows, or None where that path is unavailable.
+
+    Speculative decoding's verify forward multiplies K + 1 rows per request. Here torch's F.linear makes
+    5 rows cost 4-6x one row (benchmarks/bench_matmul_rows.py), oneDNN's packed path about 1.2-1.8x. Its
+    sums run in another order, so it agrees with F.linear to float32 rounding, not bit for bit (as F.linear
+    on many rows does not with F.linear on one)."""
+    if weight.device.type != "cpu" or weight.dtype != torch.float32 or not onednn_packing_available():
+        return None
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), rows)
+        torch.ops.mkldnn._linear_pointwise(torch.ones(rows, weight.shape[1]), packed, None, "none", [], "")
+    except RuntimeError as e:  # an op that exists but refuses this CPU
+        logger.debug("oneDNN float32 packing unavailable: %s", e)
         return None
     return packed
 

@@ -71,8 +71,20 @@ class ModelRunner:
         self._init_memory_pool()
         self.use_cpu_kernels = self._want_cpu_kernels()
         set_kernel_layers(self.model, self.use_cpu_kernels)
+        self.verify_model = self._verify_model()  # after the kernel choice, which its module objects copy
         self.attn_backend = create_attn_backend(self.use_cpu_kernels)
         logger.info("attention backend: %r", self.attn_backend)
+
+    def _verify_model(self) -> torch.nn.Module | None:
+        """With speculative decoding in float32 on the CPU: the model's weights packed once more, for
+        products of K + 1 rows per request, which its TARGET_VERIFY forwards run on (models/llama.py
+        verify_view). It doubles the weights' memory; None (verify on the model itself) elsewhere."""
+        args = self.server_args
+        if args.speculative_algorithm is None or self.dtype != torch.float32 or self.device.type != "cpu":
+            return None
+        view = self.model.verify_view(args.speculative_num_draft_tokens + 1)
+        logger.info("speculative verify forwards: %s", "oneDNN packed float32 weights" if view else "F.linear")
+        return view
 
     def init_torch_distributed(self) -> None:
         """Join the other ranks (SGLang's name): every rank's layers then hold only their slice."""
@@ -143,7 +155,8 @@ class ModelRunner:
         """Returns float32 logits: one row per request (its last row in EXTEND/MIXED); every row in TARGET_VERIFY."""
         forward_batch.attn_backend = self.attn_backend
         self.attn_backend.init_forward_metadata(forward_batch)
-        return self.model(
+        verify = self.verify_model is not None and forward_batch.forward_mode.is_target_verify()
+        return (self.verify_model if verify else self.model)(
             forward_batch.input_ids.to(self.device), forward_batch.positions.to(self.device), forward_batch
         )
 

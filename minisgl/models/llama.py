@@ -16,10 +16,12 @@ from minisgl.distributed.parallel_state import divide, get_tensor_model_parallel
 from minisgl.layers.activation import SiluAndMul
 from minisgl.layers.layernorm import RMSNorm
 from minisgl.layers.linear import (
+    Linear,
     MergedColumnParallelLinear,
     QKVParallelLinear,
     RowParallelLinear,
     pack_linear_weights,
+    pack_weight_for_rows,
 )
 from minisgl.layers.logits_processor import LogitsProcessor
 from minisgl.layers.radix_attention import RadixAttention
@@ -133,6 +135,23 @@ class LlamaForCausalLM(nn.Module):
         """Pack every projection, lm_head included, for oneDNN (see layers/linear.py); returns the count."""
         count = pack_linear_weights(self)
         return count + self.logits_processor.pack(self.lm_head_weight())
+
+    def verify_view(self, rows: int) -> LlamaForCausalLM | None:
+        """The same weights through new module objects whose products run oneDNN's path tuned for `rows`
+        rows (float32 only; layers/linear.py): what ModelRunner runs speculative verify forwards on. None
+        where the path is missing."""
+        from minisgl.model_executor.model_runner import share_modules
+
+        view = share_modules(self)
+        layers = [m for m in view.modules() if isinstance(m, Linear)]
+        packed = [pack_weight_for_rows(m.weight, rows) for m in layers]
+        head = pack_weight_for_rows(self.lm_head_weight(), rows)
+        if head is None or any(p is None for p in packed) or view.logits_processor.quantized_lm_head is not None:
+            return None
+        for m, p in zip(layers, packed):
+            m.packed_weight = p
+        view.logits_processor.packed_lm_head = head
+        return view
 
     # Hugging Face checkpoint names -> (fused parameter, which shard)
     _stacked = (("qkv_proj", "q_proj", "q"), ("qkv_proj", "k_proj", "k"), ("qkv_proj", "v_proj", "v"),

@@ -10,7 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minisgl.layers.linear import Linear, onednn_packing_available, pack_weight
+from minisgl.layers.linear import (
+    Linear,
+    onednn_packing_available,
+    pack_weight,
+    pack_weight_for_rows,
+    packed_linear,
+)
 
 
 def _packing_accepted() -> bool:
@@ -111,3 +117,15 @@ def test_bf16_model_packs_everything_and_agrees_with_the_plain_path(bundled_sour
         use_packed(True)
         runner.token_to_kv_pool.free(torch.cat(taken))
         runner.req_to_token_pool.free(idxs)
+
+
+@pytest.mark.skipif(not onednn_packing_available(), reason="no oneDNN linear ops in this torch")
+def test_float32_weights_packed_for_verify_rows_agree_to_float32_rounding():
+    """What a speculative verify forward runs on: 5 rows through the packed copy, against F.linear."""
+    gen = torch.Generator().manual_seed(0)
+    weight, bias = torch.randn(1536, 576, generator=gen), torch.randn(1536, generator=gen)
+    packed = pack_weight_for_rows(weight, 5)
+    assert packed is not None and pack_weight_for_rows(weight.to(torch.bfloat16), 5) is None  # float32 only
+    for rows in (1, 5, 7):
+        x = torch.randn(rows, 576, generator=gen)
+        torch.testing.assert_close(packed_linear(x, packed, bias), F.linear(x, weight, bias), rtol=1e-5, atol=1e-4)

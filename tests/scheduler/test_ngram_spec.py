@@ -16,6 +16,7 @@ import pytest
 from rich.console import Console
 
 from minisgl.cli import main
+from minisgl.layers.linear import onednn_packing_available
 from minisgl.server_args import ServerArgs
 from minisgl.speculative.ngram_match import match_ngram_draft
 from tests.tracer.live import Arrival, assert_replay_is_live, drive
@@ -85,6 +86,10 @@ def test_the_longest_suffix_match_wins_then_the_most_recent():
 # ---- same tokens ----------------------------------------------------------------------------------
 def test_same_tokens_and_drafts_are_accepted(base_engine, plain, tmp_path):
     engine = base_engine.fork(trace_dir=str(tmp_path), **SPEC)
+    runner = engine.model_runner
+    if onednn_packing_available():  # float32: verify forwards run on the weights packed for K + 1 rows
+        assert runner.verify_model is not None and runner.verify_model is not runner.model
+        assert runner.verify_model.lm_head_weight() is runner.model.lm_head_weight()  # the same weights
     try:
         assert outputs(engine, PROMPTS, PARAMS, rids=["copy", "days", "haiku", "primes"]) == plain
         stats = engine.scheduler.spec_worker.stats
