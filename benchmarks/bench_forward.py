@@ -282,7 +282,8 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     runner = ModelRunner(
-        cfg, src, ServerArgs(model=args.model, dtype="bfloat16", max_total_tokens=kv_tokens,
+        # the dequantized weights, the same numbers transformers runs (bench_quant.py measures the quantized ones)
+        cfg, src, ServerArgs(model=args.model, dtype="bfloat16", quantization="none", max_total_tokens=kv_tokens,
                              max_running_requests=max_batch),
     )
     print(f"minisgl loaded in {time.perf_counter() - t0:.1f}s", flush=True)

@@ -21,7 +21,7 @@ class ServerArgs:
     context_length: int | None = None  # None: the model's own
     random_seed: int = 0
     cpu_kernels: str = "auto"  # auto | on | off: the C++ kernels of minisgl/kernels on the cpu
-    quantization: str | None = None  # None / "none": dequantize; "gguf": Q4_0/Q4_1/Q8_0 blocks kept (cpu, bf16)
+    quantization: str | None = None  # "gguf": Q4_0/Q4_1/Q8_0 blocks kept (cpu, bf16); "none": dequantize; None: see help
     # scheduler
     chunked_prefill_size: int | None = 512  # rows one prompt may take per round; None or -1: no chunking
     max_prefill_tokens: int = 4096  # prefill rows per round, over all admitted requests
@@ -135,10 +135,11 @@ class ServerArgs:
                             "sampling on the cpu, built with g++ at first use (auto: use them if they build; "
                             "off: torch ops only)")
         g.add_argument("--quantization", default=d.quantization, choices=["none", "gguf"],
-                       help="gguf: keep a .gguf model's Q4_0/Q4_1 linear weights packed for torch's int4 cpu "
-                            "kernel and its Q8_0 weights (the embedding, a tied lm_head) for the C++ int8 kernel "
-                            "(--dtype bfloat16 only; other types are dequantized, with a message); default "
-                            "(none): dequantize every weight (--dtype float32 is the exact, dequantized path)")
+                       help="gguf: keep a .gguf model's Q4_0/Q4_1/Q8_0 weights as stored and multiply them in "
+                            "the C++ kernels (torch's int4 kernel for Q4 without them; --dtype bfloat16 on the "
+                            "cpu only; other types are dequantized, with a message); none: dequantize every "
+                            "weight; default: gguf where it applies and the C++ kernels build (bfloat16, cpu, a "
+                            ".gguf model, --tp-size 1), else none (--dtype float32 is the exact, dequantized path)")
         g.add_argument("--max-total-tokens", type=int, default=d.max_total_tokens,
                        help="KV cache size in tokens (default: from --mem-fraction-static)")
         g.add_argument("--mem-fraction-static", type=float, default=d.mem_fraction_static,

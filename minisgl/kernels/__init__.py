@@ -39,6 +39,7 @@ _SIGNATURES = {
     "silu_and_mul": [_P, _P, _I, _I, _N],
     "decode_attention": [_P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _F, _N],
     "q8_0_linear": [_P, _P, _P, _P, _I, _I, _I, _N],
+    "q4_linear": [_P, _P, _P, _P, _P, _I, _I, _I, _N],
 }
 
 
@@ -169,4 +170,18 @@ def q8_0_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor) -> t
     out = torch.empty((*x.shape[:-1], codes.shape[0]), dtype=x.dtype)
     _fn("q8_0_linear", x.dtype)(x.data_ptr(), codes.data_ptr(), scales.data_ptr(), out.data_ptr(), _rows(x),
                                 codes.shape[0], codes.shape[1], torch.get_num_threads())
+    return out
+
+
+def q4_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
+    """x [..., K] @ W.T with W kept as GGUF Q4_0 / Q4_1 blocks: codes uint8 [N, K / 2] (two 4-bit codes a
+    byte, as GGUF stores them), scales and mins float32 [N, K / 32]; weight = code * scale + min. Returns
+    [..., N] in x's dtype."""
+    x = x.contiguous()
+    assert codes.dtype == torch.uint8 and scales.dtype == mins.dtype == torch.float32
+    assert codes.is_contiguous() and scales.is_contiguous() and mins.is_contiguous()
+    assert x.shape[-1] == codes.shape[1] * 2 == scales.shape[1] * 32 and scales.shape == mins.shape
+    out = torch.empty((*x.shape[:-1], codes.shape[0]), dtype=x.dtype)
+    _fn("q4_linear", x.dtype)(x.data_ptr(), codes.data_ptr(), scales.data_ptr(), mins.data_ptr(), out.data_ptr(),
+                              _rows(x), codes.shape[0], x.shape[-1], torch.get_num_threads())
     return out

@@ -114,6 +114,7 @@ class ModelRunner:
     def _load_model(self, source: ModelSource) -> torch.nn.Module:
         cls = ModelRegistry[self.model_config.architecture]
         quantize = check_supported(self.server_args.quantization, source.kind, self.device, self.dtype)
+        quantize = quantize and self.tp_size == 1  # whole blocks cannot be split (launch.py refuses the flag)
         with torch.device("meta"):
             model = cls(self.model_config)
         # built on the meta device (no random init), given empty float32 storage, then filled from the checkpoint
@@ -123,8 +124,9 @@ class ModelRunner:
         if quantize:  # the int4 layers take their blocks as stored; those weights are then not dequantized
             from minisgl.model_loader.gguf_weights import read_gguf_linear_blocks
 
-            q8 = self.server_args.cpu_kernels != "off" and kernels.load()  # Q8_0 runs in the C++ kernels
-            kept = quantize_linears(model, read_gguf_linear_blocks(source.path, self.model_config), self.dtype, q8)
+            q8 = self.server_args.cpu_kernels != "off" and kernels.load()  # Q8_0 (and Q4 by default) run there
+            if q8 or self.server_args.quantization == "gguf":  # by default, only with the C++ kernels (check_supported)
+                kept = quantize_linears(model, read_gguf_linear_blocks(source.path, self.model_config), self.dtype, q8)
         model.load_weights(iter_weights(source, self.model_config, skip=kept))
         model = model.to(device=self.device, dtype=self.dtype).eval()
         model.pack_weights()  # once, after the last dtype change: a no-op where oneDNN can't help

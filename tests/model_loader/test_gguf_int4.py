@@ -99,8 +99,10 @@ def test_fused_parts_stack_along_rows(blocks):
 
 def test_unsupported_combinations_are_refused_in_one_line():
     cpu = torch.device("cpu")
-    assert check_supported(None, "gguf", cpu, torch.float32) is False
-    assert check_supported(None, "gguf", cpu, torch.bfloat16) is False  # the default dequantizes
+    assert check_supported(None, "gguf", cpu, torch.float32) is False  # float32: always dequantized
+    assert check_supported(None, "gguf", cpu, torch.bfloat16) is True  # the default keeps the blocks
+    assert check_supported(None, "hf", cpu, torch.bfloat16) is False
+    assert check_supported(None, "gguf", torch.device("cuda"), torch.bfloat16) is False
     assert check_supported("none", "gguf", cpu, torch.bfloat16) is False
     assert check_supported("none", "hf", cpu, torch.float32) is False
     with pytest.raises(UnsupportedQuantization, match="float32 is the exact"):
@@ -131,6 +133,7 @@ def test_a_fused_layer_with_parts_of_two_types_stays_dequantized_and_says_why(bl
 
     from minisgl.layers.linear import Linear
     from minisgl.layers.quantization.gguf import Q8_0, quantize_linears
+    from minisgl.layers.quantization.gguf_q4 import GGUFQ4Linear
 
     class Tiny(nn.Module):  # one fused projection of two checkpoint parts, another of one
         def __init__(self):
@@ -145,9 +148,10 @@ def test_a_fused_layer_with_parts_of_two_types_stays_dequantized_and_says_why(bl
     model = Tiny()
     with caplog.at_level("INFO"):
         assert quantize_linears(model, tensors) == {"single.weight"}
-    assert isinstance(model.fused, Linear) and isinstance(model.single, GGUFInt4Linear)
+    assert isinstance(model.fused, Linear) and isinstance(model.single, GGUFQ4Linear)  # the C++ kernel's
     assert "1 linear layer(s) dequantized to bfloat16 (its fused parts are stored in different" in caplog.text
-    model = Tiny()  # without the C++ kernels, Q8_0 itself is the reason
+    model = Tiny()  # without the C++ kernels, Q8_0 itself is the reason, and Q4 runs in torch's int4 kernel
     with caplog.at_level("INFO"):
         assert quantize_linears(model, tensors, q8=False) == {"single.weight"}
+    assert isinstance(model.single, GGUFInt4Linear)
     assert "1 linear layer(s) dequantized to bfloat16 (Q8_0 runs in the C++ cpu kernels" in caplog.text

@@ -1,4 +1,5 @@
-"""What the default path promises: bfloat16 with the CPU kernels, as `minisgl serve` runs out of the box.
+"""What the default path promises: bfloat16 with the CPU kernels and the GGUF file's quantized blocks kept
+(Q4_1 and Q8_0 in the C++ kernels), as `minisgl serve` runs out of the box.
 
 bfloat16 keeps 8 bits of mantissa, so two engines that add the same numbers in another order can pick
 different tokens where the two best candidates are nearly tied. The promise, tested here against
@@ -29,6 +30,10 @@ def engine_bf16():
         max_total_tokens=4096
     )  # every default: bfloat16 on the cpu, kernels where they build
     assert engine.model_runner.dtype == torch.bfloat16
+    if engine.model_runner.use_cpu_kernels:  # the GGUF file's Q4_1 blocks kept, in the C++ kernel
+        from minisgl.layers.quantization.gguf_q4 import GGUFQ4Linear
+
+        assert isinstance(engine.model_runner.model.model.layers[0].mlp.gate_up_proj, GGUFQ4Linear)
     yield engine
     engine.shutdown()
 

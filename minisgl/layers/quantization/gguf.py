@@ -1,9 +1,11 @@
-"""`--quantization gguf`: GGUF's 4-bit blocks multiplied as they are, by torch's int4 CPU kernel.
+"""`--quantization gguf`: GGUF's 4-bit blocks multiplied as they are.
 
 Batch-1 decode streams every weight once per token, so it is bound by memory bandwidth: bf16 weights are
 about 270 MB for SmolLM2-135M, its 4-bit blocks about 85 MB. Here the linear layers keep the blocks.
 
-The kernel is torch's own `aten._weight_int4pack_mm_for_cpu(x, packed, group_size, scales_and_zeros)`.
+Where the project's C++ kernels build, Q4_0 and Q4_1 run in its own kernel (gguf_q4.py), with each
+block's scale in float32. This file's GGUFInt4Linear is the fall-back without them (--cpu-kernels off, or
+no compiler); its kernel is torch's own `aten._weight_int4pack_mm_for_cpu(x, packed, group_size, scales_and_zeros)`.
 Its weight is 4-bit codes q in 0..15, packed by `aten._convert_weight_to_int4pack_for_cpu` from an int32
 [N, K] matrix, and `scales_and_zeros` of shape [K / group_size, N, 2], in the activations' dtype; the
 value of one weight is (q - 8) * scale + zero (checked on a small matrix in the tests). GGUF's blocks
@@ -51,12 +53,17 @@ def int4_kernel_available() -> bool:
 
 
 def check_supported(quantization: str | None, model_kind: str, device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether `--quantization` asks for quantized linears; raises UnsupportedQuantization where it can't.
+    """Whether to keep the GGUF file's quantized blocks; raises UnsupportedQuantization where `--quantization
+    gguf` can't.
 
-    None (no flag) dequantizes, like "none": the quantized model's bfloat16 greedy tokens part from
-    transformers' bfloat16 ones where the dequantized model's do not (lessons/docs/benchmarks.md), so it
-    is opt-in; float32 is always the exact, dequantized reference path."""
-    if quantization in (None, "none"):
+    None (no flag) keeps them for a .gguf model in bfloat16 on the CPU, and dequantizes otherwise (float32
+    is always the exact, dequantized reference path); ModelRunner also dequantizes where the C++ kernels
+    are off, since torch's int4 kernel rounds each block's scale to bfloat16 and its greedy tokens then part
+    from transformers' bfloat16 ones at more than near-ties (tests/scheduler/test_bf16_default_path.py).
+    "none" always dequantizes."""
+    if quantization is None:
+        return model_kind == "gguf" and dtype == torch.bfloat16 and device.type == "cpu"
+    if quantization == "none":
         return False
     if quantization != "gguf":
         raise UnsupportedQuantization(f"--quantization must be none or gguf, not {quantization!r}")
@@ -150,6 +157,7 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
 
     `tensors`: Hugging Face name -> (ggml type, raw rows of bytes), rows already in the model's order."""
     from minisgl.layers.linear import Linear
+    from minisgl.layers.quantization.gguf_q4 import GGUFQ4Linear, Q4Blocks, decode_q4
     from minisgl.layers.quantization.gguf_q8_0 import GGUFQ8Linear, Q8Blocks, decode_q8_0
 
     taken, swapped, kept = set(), {"int4": 0, "q8_0": 0}, {}
@@ -158,7 +166,10 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
             continue
         parts = model.checkpoint_names(f"{name}.weight")
         types = [tensors[p][0] if p in tensors else None for p in parts]
-        if all(t in INT4_TYPES for t in types):
+        if q8 and all(t in INT4_TYPES for t in types):  # the C++ kernels are on: they take Q4 blocks too
+            layer = GGUFQ4Linear(Q4Blocks.cat([decode_q4(tensors[p][1], tensors[p][0]) for p in parts]), module.bias)
+            swapped["int4"] += 1
+        elif all(t in INT4_TYPES for t in types):
             layer = GGUFInt4Linear(Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0]) for p in parts]),
                                    module.bias, dtype)
             swapped["int4"] += 1
