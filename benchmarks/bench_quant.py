@@ -152,6 +152,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batches", default="1,8,32,64", help="comma-separated decode batch sizes (default: 1,8,32,64)")
     p.add_argument("--no-hf", action="store_true", help="skip the transformers column")
+    p.add_argument("--no-bf16", action="store_true", help="skip the dequantized bf16 engine (its prefill of large "
+                   "batches is slow on a CPU without bfloat16 instructions); implies --skip-agreement")
     p.add_argument("--llama-python", default=None,
                    help="a Python with llama-cpp-python installed (outside this repository): adds llama.cpp's "
                         "batch-1 decode on the same file and thread count")
@@ -177,13 +179,15 @@ def main(argv=None) -> int:
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, {threads} thread(s), cpu count {os.cpu_count()}, load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)
+    if args.no_bf16:
+        args.skip_agreement = True
     runners = {}
-    for mode in MODES:
+    for mode in [m for m in MODES if not (args.no_bf16 and m != "bf16+gguf")]:
         t0 = time.perf_counter()
         runners[mode] = load(args.model, mode, max(kv, 1024), max(batches))
         print(f"loaded {mode:10s} in {time.perf_counter() - t0:4.1f}s, tensors {tensor_mib(runners[mode]):6.1f} MiB",
               flush=True)
-    bf16, q = runners["bf16"], runners["bf16+gguf"]
+    bf16, q = runners.get("bf16"), runners["bf16+gguf"]
     src = resolve_model(args.model)
     tokenizer = load_tokenizer(src)
     hf = None if args.no_hf else load_hf_model(src)
@@ -194,14 +198,19 @@ def main(argv=None) -> int:
           f"{args.repeats}, interleaved; others' CPU share in brackets)")
     for b in batches:
         prompts = batch_prompts(base, b)
-        fns = [lambda r=r: engine_decode(r, prompts, args.decode_rounds)[0] for r in (bf16, q)]
+        engines = [r for r in (bf16, q) if r is not None]
+        fns = [lambda r=r: engine_decode(r, prompts, args.decode_rounds)[0] for r in engines]
         if hf is not None:
             fns.append(lambda: hf_decode(hf, prompts, args.decode_rounds, pad)[0])
         res = measure(fns, args.repeats, "median")
         tok = b * args.decode_rounds
         rate = [tok / s for s, _ in res]
+        if bf16 is None:
+            rate.insert(0, None)
         busy = " ".join(f"[{o:.0%}]" if o is not None else "" for _, o in res)
-        line = f"  batch {b:2d}: bf16 {rate[0]:7.1f}   gguf {rate[1]:7.1f} ({rate[1] / rate[0]:4.2f}x bf16)"
+        line = f"  batch {b:2d}: gguf {rate[1]:7.1f}"
+        if rate[0] is not None:
+            line = f"  batch {b:2d}: bf16 {rate[0]:7.1f}   gguf {rate[1]:7.1f} ({rate[1] / rate[0]:4.2f}x bf16)"
         if hf is not None:
             line += f"   transformers bf16 {rate[2]:7.1f} (gguf {rate[1] / rate[2]:4.2f}x)"
         print(f"{line}  {busy}", flush=True)
