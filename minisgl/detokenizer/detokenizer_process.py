@@ -29,10 +29,11 @@ def run_detokenizer_process(server_args: ServerArgs, http_args: HttpServerArgs, 
                         port_args.ipc_dir)
     try:
         from minisgl.labs.swap import apply_from_env
-        from minisgl.model_loader.loader import load_tokenizer, resolve_model
+        from minisgl.model_loader.decode_tokenizer import load_decode_tokenizer
+        from minisgl.model_loader.loader import resolve_model
 
         apply_from_env(quiet=True)  # a lab's component (MINISGL_LAB)
-        manager = DetokenizerManager(load_tokenizer(resolve_model(server_args.model)))
+        manager = DetokenizerManager(load_decode_tokenizer(resolve_model(server_args.model)))
         context = zmq.Context()
         recv_from_scheduler = PullReceiver(context, port_args.detokenizer_ipc_name, src="scheduler")
         send_to_tokenizer = PushSender(context, port_args.tokenizer_ipc_name, dst="tokenizer_manager")

@@ -39,10 +39,21 @@ class GGUFTensor:
     data: np.ndarray  # numbers for plain types; bytes shaped (..., bytes per row) for quantized ones
 
 
-class GGUFFile:
-    """`GGUFFile(path).fields` (key -> str, number, or list / numpy array) and `.tensors`."""
+@dataclass(frozen=True)
+class SkippedStrings:
+    """An array of strings left unread (`GGUFFile(path, read_strings=False)`): only its length."""
 
-    def __init__(self, path: str | Path):
+    count: int
+
+
+class GGUFFile:
+    """`GGUFFile(path).fields` (key -> str, number, or list / numpy array) and `.tensors`.
+
+    read_strings=False leaves arrays of strings (the tokenizer's vocabulary and merges) as SkippedStrings:
+    the engine's reads of the config and the weights never look at them."""
+
+    def __init__(self, path: str | Path, read_strings: bool = True):
+        self._read_strings = read_strings
         with open(path, "rb") as f:
             if Path(path).stat().st_size == 0:
                 raise GGUFError("an empty file")
@@ -98,7 +109,7 @@ class GGUFFile:
             self._pos += arr.nbytes
             return arr
         if item == _STRING:
-            return self._strings(count)
+            return self._strings(count) if self._read_strings else self._skip_strings(count)
         return [self._value(item) for _ in range(count)]
 
     def _strings(self, count: int) -> list[str]:
@@ -115,6 +126,15 @@ class GGUFFile:
             pos += n
         self._pos = pos
         return out
+
+    def _skip_strings(self, count: int) -> SkippedStrings:
+        buf, pos, end, length = self._buf, self._pos, len(self._buf), struct.Struct("<Q").unpack_from
+        for _ in range(count):
+            pos += 8 + length(buf, pos)[0]
+            if pos > end:
+                raise IndexError("a string runs past the end of the file")
+        self._pos = pos
+        return SkippedStrings(count)
 
     def _tensor_info(self) -> tuple[str, tuple[int, ...], int, int]:
         name = self._string()

@@ -37,7 +37,7 @@ _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 def _reader(path: Path) -> GGUFFile:
     try:
-        return GGUFFile(path)
+        return GGUFFile(path, read_strings=False)  # the tokenizer's arrays: tokenizer_cache.py's business
     except (GGUFError, OSError, ValueError) as e:  # bad magic, a short read, an empty file, ...
         raise ModelNotFound(f"{path} is not a readable GGUF file ({type(e).__name__}: {e})") from e
 

@@ -28,12 +28,11 @@ def cache_dir() -> Path:
 
 
 def cache_key(path: Path) -> str:
-    import tokenizers
-    import transformers
+    from importlib.metadata import version  # not `import transformers`: the decode-only processes skip it
 
     st = path.resolve().stat()
-    text = (f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|transformers {transformers.__version__}|"
-            f"tokenizers {tokenizers.__version__}|format {_FORMAT}")
+    text = (f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|transformers {version('transformers')}|"
+            f"tokenizers {version('tokenizers')}|format {_FORMAT}")
     return f"{path.stem}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 

@@ -74,12 +74,13 @@ def _event_loop_reporting_load(scheduler, port_args: PortArgs) -> None:
 
 def _build_scheduler(server_args: ServerArgs, port_args: PortArgs, dp_rank: int | None, tp_rank: int = 0):
     from minisgl.model_executor.model_runner import ModelRunner
-    from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
+    from minisgl.model_loader.decode_tokenizer import load_decode_tokenizer
+    from minisgl.model_loader.loader import load_model_config, resolve_model
     from minisgl.scheduler.scheduler import Scheduler
 
     source = resolve_model(server_args.model)
     config = load_model_config(source)
-    tokenizer = load_tokenizer(source)
+    tokenizer = load_decode_tokenizer(source)  # the scheduler only decodes (stop strings, the trace's text)
     runner = ModelRunner(config, source, server_args, tp_rank=tp_rank)
     context = zmq.Context()
     if dp_rank is not None:

@@ -65,3 +65,25 @@ def test_a_tensor_past_the_end_of_the_file_is_refused(bundled_source, tmp_path):
     cut.write_bytes(whole[: len(whole) // 2])
     with pytest.raises(GGUFError, match="runs past the end of the file"):
         GGUFFile(cut)
+
+
+def test_the_engine_reads_skip_the_string_arrays_and_nothing_else(both, bundled_source):
+    """read_strings=False (the config and weight reads) leaves each array of strings as its length only;
+    every other field and every tensor is what the full read gives."""
+    from minisgl.model_loader.gguf_file import SkippedStrings
+
+    full = both[0]
+    lean = GGUFFile(bundled_source.path, read_strings=False)
+    assert list(lean.fields) == list(full.fields)
+    skipped = {k for k, v in lean.fields.items() if isinstance(v, SkippedStrings)}
+    assert skipped == {k for k, v in full.fields.items() if isinstance(v, list) and v and isinstance(v[0], str)}
+    assert {"tokenizer.ggml.tokens", "tokenizer.ggml.merges"} <= skipped
+    for key in full.fields:
+        if key in skipped:
+            assert lean.fields[key].count == len(full.fields[key]), key
+        else:
+            a, b = lean.fields[key], full.fields[key]
+            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, key
+    assert [(t.name, t.tensor_type, t.shape) for t in lean.tensors] == [
+        (t.name, t.tensor_type, t.shape) for t in full.tensors]
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(lean.tensors, full.tensors))
