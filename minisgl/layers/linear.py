@@ -17,6 +17,7 @@ a small product against F.linear, and skipped (with the plain path kept) whereve
 from __future__ import annotations
 
 import logging
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -71,6 +72,20 @@ def pack_weight_for_rows(weight: torch.Tensor, rows: int) -> torch.Tensor | None
     on many rows does not with F.linear on one)."""
     if weight.device.type != "cpu" or weight.dtype != torch.float32 or not onednn_packing_available():
         return None
+    key = id(weight)  # runners sharing the weights (Engine.fork) share these too
+    if key not in _packed_for_rows:
+        _packed_for_rows[key] = {}
+        weakref.finalize(weight, _packed_for_rows.pop, key, None)  # dropped with the weight
+    done = _packed_for_rows[key]
+    if rows not in done:
+        done[rows] = _pack_for_rows(weight, rows)
+    return done[rows]
+
+
+_packed_for_rows: dict[int, dict[int, torch.Tensor | None]] = {}  # id(live weight) -> {rows: packed or None}
+
+
+def _pack_for_rows(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
     try:
         packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), rows)
         torch.ops.mkldnn._linear_pointwise(torch.ones(rows, weight.shape[1]), packed, None, "none", [], "")

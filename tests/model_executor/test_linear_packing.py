@@ -129,3 +129,21 @@ def test_float32_weights_packed_for_verify_rows_agree_to_float32_rounding():
     for rows in (1, 5, 7):
         x = torch.randn(rows, 576, generator=gen)
         torch.testing.assert_close(packed_linear(x, packed, bias), F.linear(x, weight, bias), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.skipif(not onednn_packing_available(), reason="no oneDNN linear ops in this torch")
+def test_a_weights_verify_packing_is_made_once_and_dropped_with_it():
+    """Every runner over the same weights (Engine.fork with speculation) gets the one packed copy per row
+    count; a new weight gets its own, and the copies go when their weight goes."""
+    import gc
+
+    from minisgl.layers import linear
+
+    weight = torch.randn(192, 576)
+    first = pack_weight_for_rows(weight, 5)
+    assert pack_weight_for_rows(weight, 5) is first
+    assert pack_weight_for_rows(weight, 3) is not first and pack_weight_for_rows(weight.clone(), 5) is not first
+    held = len(linear._packed_for_rows)
+    del weight, first
+    gc.collect()
+    assert len(linear._packed_for_rows) < held
