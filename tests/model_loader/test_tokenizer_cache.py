@@ -47,7 +47,9 @@ def converted(bundled_source, cache):
 def test_the_first_load_saves_and_later_loads_read_the_folder(bundled_source, cache, converted):
     saved = cache / tokenizer_cache.cache_key(bundled_source.path)
     assert (saved / "tokenizer.json").exists()
-    assert [p.name for p in cache.iterdir()] == [saved.name]  # no temporary folder left behind
+    # no temporary folder left behind; the conversion's lock file stays (removing it could let a late process
+    # lock a new file while an earlier one still waits on the old)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([saved.name, f".{saved.name}.lock"])
     again = tokenizer_cache.load_gguf_tokenizer(bundled_source.path)
     assert again.name_or_path == str(saved)  # read from the cache, not converted again
     _same_tokenizer(again, converted)
@@ -92,3 +94,27 @@ def test_an_unwritable_cache_is_skipped_without_an_error(converted, tmp_path):
     tokenizer_cache._save(converted, folder)
     assert [p.name for p in folder.parent.iterdir()] == ["key"]
     assert (folder / "tokenizer.json").read_text() == "{}"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux's /proc/locks to see a waiter")
+def test_a_second_process_waits_for_the_first_conversion_and_reads_it(bundled_source, converted, tmp_path):
+    """Processes that start together on an empty cache convert once: while one holds the conversion lock (this
+    test, standing in for it), another load waits; it then reads the folder the first one saved."""
+    import subprocess
+    import sys
+    import time
+
+    cache = tmp_path / "cache"
+    folder = cache / tokenizer_cache.cache_key(bundled_source.path)
+    code = ("from minisgl.model_loader.loader import load_tokenizer, resolve_model; "
+            "print(load_tokenizer(resolve_model(None)).name_or_path)")
+    env = {**os.environ, tokenizer_cache.CACHE_ENV: str(cache)}
+    with tokenizer_cache.conversion_lock(folder):
+        other = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while f" {other.pid} " not in "".join(line for line in open("/proc/locks") if "->" in line):
+            assert other.poll() is None and time.monotonic() < deadline, "the second load did not wait"
+            time.sleep(0.05)  # until the kernel lists it as blocked on the lock
+        tokenizer_cache._save(converted, folder)  # what the first process does before it lets go
+    out, _ = other.communicate(timeout=120)
+    assert other.returncode == 0 and out.strip() == str(folder)  # read from the cache, not converted again
