@@ -21,6 +21,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from minisgl.file_lock import exclusive
+
 logger = logging.getLogger(__name__)
 
 SOURCE_DIR = Path(__file__).with_name("csrc")
@@ -83,7 +85,9 @@ def library_path() -> Path:
     folder = cache_dir()
     path = folder / f"cpu_kernels-{key.hexdigest()[:16]}.so"
     if not path.exists():
-        _compile(cxx, folder, path)
+        with exclusive(path):  # processes starting together: one compiles, the others wait and load its library
+            if not path.exists():
+                _compile(cxx, folder, path)
     return path
 
 

@@ -10,14 +10,14 @@ that start together on an empty cache take turns (a lock file): the first conver
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
+
+from minisgl.file_lock import exclusive
 
 CACHE_ENV = "MINISGL_TOKENIZER_CACHE"
 _FORMAT = 1  # bump when what is saved changes
@@ -54,29 +54,12 @@ def load_gguf_tokenizer(path: Path):
             return getattr(transformers, name).from_pretrained(str(folder))
         except (OSError, ValueError, KeyError, AttributeError):
             return transformers.AutoTokenizer.from_pretrained(str(folder))
-    with conversion_lock(folder):  # one process converts; the others (a server's three) wait and read its folder
+    with exclusive(folder):  # one process converts; the others (a server's three) wait and read its folder
         if (folder / "tokenizer.json").exists():
             return load_gguf_tokenizer(path)
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         _save(tokenizer, folder)
     return tokenizer
-
-
-@contextmanager
-def conversion_lock(folder: Path):
-    """An exclusive lock on `folder`'s conversion (a lock file beside it), released when the holder ends,
-    however it ends. Without a writable cache folder there is nothing to share: no lock."""
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder.parent / f".{folder.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def _save(tokenizer, folder: Path) -> None:

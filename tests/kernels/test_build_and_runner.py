@@ -27,7 +27,37 @@ def test_built_once_then_taken_from_the_cache(tmp_path: Path, monkeypatch):
     assert path.parent == tmp_path and path.name.startswith("cpu_kernels-") and path.suffix == ".so"
     built_at = path.stat().st_mtime_ns
     assert build.library_path() == path and path.stat().st_mtime_ns == built_at
-    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
+    # no temporary file left behind; the build's lock file stays (see minisgl/file_lock.py)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, f".{path.name}.lock"])
+
+
+@needs_compiler
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux's /proc/locks to see a waiter")
+def test_processes_starting_together_compile_once(tmp_path: Path, monkeypatch):
+    """While one process builds (this test holds the build's lock, standing in for it), another that needs
+    the kernels waits; it then loads the library the first one wrote, without compiling again."""
+    import time
+
+    from minisgl.file_lock import exclusive
+
+    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "built"))
+    built = build.library_path()  # the library the "first process" will have made
+    cache = tmp_path / "cache"
+    path = cache / built.name
+    code = "from minisgl.kernels import build; print(build.library_path())"
+    with exclusive(path):
+        other = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, build.CACHE_ENV: str(cache)},
+                                 stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while f" {other.pid} " not in "".join(line for line in open("/proc/locks") if "->" in line):
+            assert other.poll() is None and time.monotonic() < deadline, "the second process did not wait"
+            time.sleep(0.05)  # until the kernel lists it as blocked on the lock
+        shutil.copy(built, path)  # what the first process leaves before it lets go
+        inode = path.stat().st_ino
+    out, _ = other.communicate(timeout=120)
+    assert other.returncode == 0 and out.strip() == str(path)
+    assert path.stat().st_ino == inode  # the same file: not compiled and replaced
+    assert sorted(p.name for p in cache.iterdir()) == sorted([path.name, f".{path.name}.lock"])
 
 
 def test_no_compiler_is_one_clear_line(tmp_path: Path, monkeypatch):
@@ -45,7 +75,8 @@ def test_a_compile_error_names_the_compiler_and_its_first_line(tmp_path: Path, m
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     with pytest.raises(build.KernelBuildError, match="failed to compile .*broken.cpp"):
         build.library_path()
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # the failed output is removed
+    # the failed output is removed (the build's lock file stays)
+    assert [p.name for p in (tmp_path / "cache").iterdir() if not p.name.endswith(".lock")] == []
 
 
 def test_the_cache_key_covers_every_source_and_header(tmp_path: Path, monkeypatch):

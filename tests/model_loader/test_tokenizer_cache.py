@@ -104,12 +104,14 @@ def test_a_second_process_waits_for_the_first_conversion_and_reads_it(bundled_so
     import sys
     import time
 
+    from minisgl.file_lock import exclusive
+
     cache = tmp_path / "cache"
     folder = cache / tokenizer_cache.cache_key(bundled_source.path)
     code = ("from minisgl.model_loader.loader import load_tokenizer, resolve_model; "
             "print(load_tokenizer(resolve_model(None)).name_or_path)")
     env = {**os.environ, tokenizer_cache.CACHE_ENV: str(cache)}
-    with tokenizer_cache.conversion_lock(folder):
+    with exclusive(folder):
         other = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120
         while f" {other.pid} " not in "".join(line for line in open("/proc/locks") if "->" in line):
