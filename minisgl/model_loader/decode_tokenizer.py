@@ -78,8 +78,10 @@ def from_folder(folder: Path | None) -> DecodeTokenizer | None:
     if folder is None or not (folder / "tokenizer.json").is_file():
         return None
     config_file = folder / "tokenizer_config.json"
-    config = json.loads(config_file.read_text()) if config_file.is_file() else {}
-    if config.get("tokenizer_class", "PreTrainedTokenizerFast") not in GENERIC_CLASSES:
+    if not config_file.is_file():  # transformers would pick the class from the model's config.json
+        return None
+    config = json.loads(config_file.read_text())
+    if config.get("tokenizer_class") not in GENERIC_CLASSES:
         return None
     from tokenizers import Tokenizer
 

@@ -65,7 +65,8 @@ def test_a_hugging_face_folder_with_clean_up_spaces(tmp_path):
 
 
 def test_other_folders_are_left_to_transformers(bundled_source, tmp_path, tokenizer):
-    """A tokenizer class with its own decode, or added tokens the file lacks: transformers decodes them."""
+    """A tokenizer class with its own decode, added tokens the file lacks, or no tokenizer_config.json:
+    transformers decodes them."""
     tokenizer.save_pretrained(tmp_path / "base")
     assert isinstance(from_folder(tmp_path / "base"), DecodeTokenizer)
     config = json.loads((tmp_path / "base" / "tokenizer_config.json").read_text())
@@ -76,6 +77,8 @@ def test_other_folders_are_left_to_transformers(bundled_source, tmp_path, tokeni
         (folder / "tokenizer_config.json").write_text(json.dumps({**config, **edit}))
         assert from_folder(folder) is None, name
     assert from_folder(tmp_path / "no-such-folder") is None
+    (tmp_path / "base" / "tokenizer_config.json").unlink()  # transformers would pick a class by model type
+    assert from_folder(tmp_path / "base") is None
 
 
 def test_it_loads_without_transformers(bundled_source, tokenizer):
