@@ -109,12 +109,14 @@ class GGUFFile:
             self._pos += arr.nbytes
             return arr
         if item == _STRING:
-            return self._strings(count) if self._read_strings else self._skip_strings(count)
+            return self._strings(count)
         return [self._value(item) for _ in range(count)]
 
-    def _strings(self, count: int) -> list[str]:
-        """An array of strings (the tokenizer's vocabulary and merges: about 100,000), in one tight loop."""
+    def _strings(self, count: int) -> list[str] | SkippedStrings:
+        """An array of strings (the tokenizer's vocabulary and merges: about 100,000), in one tight loop;
+        with read_strings=False only stepped over."""
         buf, pos, end, length = self._buf, self._pos, len(self._buf), struct.Struct("<Q").unpack_from
+        keep = self._read_strings
         out: list[str] = []
         append = out.append
         for _ in range(count):
@@ -122,19 +124,11 @@ class GGUFFile:
             pos += 8
             if pos + n > end:
                 raise IndexError("a string runs past the end of the file")
-            append(buf[pos:pos + n].decode("utf-8"))
+            if keep:
+                append(buf[pos:pos + n].decode("utf-8"))
             pos += n
         self._pos = pos
-        return out
-
-    def _skip_strings(self, count: int) -> SkippedStrings:
-        buf, pos, end, length = self._buf, self._pos, len(self._buf), struct.Struct("<Q").unpack_from
-        for _ in range(count):
-            pos += 8 + length(buf, pos)[0]
-            if pos > end:
-                raise IndexError("a string runs past the end of the file")
-        self._pos = pos
-        return SkippedStrings(count)
+        return out if keep else SkippedStrings(count)
 
     def _tensor_info(self) -> tuple[str, tuple[int, ...], int, int]:
         name = self._string()
