@@ -124,9 +124,10 @@ class ModelRunner:
         if quantize:  # the int4 layers take their blocks as stored; those weights are then not dequantized
             from minisgl.model_loader.gguf_weights import read_gguf_linear_blocks
 
-            q8 = self.server_args.cpu_kernels != "off" and kernels.load()  # Q8_0 (and Q4 by default) run there
-            if q8 or self.server_args.quantization == "gguf":  # by default, only with the C++ kernels (check_supported)
-                kept = quantize_linears(model, read_gguf_linear_blocks(source.path, self.model_config), self.dtype, q8)
+            cpu_kernels = self.server_args.cpu_kernels != "off" and kernels.load()  # they run Q8_0 and Q4 blocks
+            if cpu_kernels or self.server_args.quantization == "gguf":  # no flag: only with the C++ kernels
+                blocks = read_gguf_linear_blocks(source.path, self.model_config)
+                kept = quantize_linears(model, blocks, self.dtype, cpu_kernels)
         model.load_weights(iter_weights(source, self.model_config, skip=kept))
         model = model.to(device=self.device, dtype=self.dtype).eval()
         model.pack_weights()  # once, after the last dtype change: a no-op where oneDNN can't help

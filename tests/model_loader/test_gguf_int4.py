@@ -152,6 +152,6 @@ def test_a_fused_layer_with_parts_of_two_types_stays_dequantized_and_says_why(bl
     assert "1 linear layer(s) dequantized to bfloat16 (its fused parts are stored in different" in caplog.text
     model = Tiny()  # without the C++ kernels, Q8_0 itself is the reason, and Q4 runs in torch's int4 kernel
     with caplog.at_level("INFO"):
-        assert quantize_linears(model, tensors, q8=False) == {"single.weight"}
+        assert quantize_linears(model, tensors, cpu_kernels=False) == {"single.weight"}
     assert isinstance(model.single, GGUFInt4Linear)
     assert "1 linear layer(s) dequantized to bfloat16 (Q8_0 runs in the C++ cpu kernels" in caplog.text

@@ -149,11 +149,12 @@ class GGUFInt4Linear(nn.Module):
 
 
 def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]],
-                     dtype: torch.dtype = torch.bfloat16, q8: bool = True) -> set[str]:
-    """Swap each Linear whose checkpoint parts are all Q4_0 / Q4_1 for a GGUFInt4Linear, or all Q8_0 (with
-    `q8`: the C++ kernels are on) for a GGUFQ8Linear, and a Q8_0 embedding for a GGUFQ8Embedding, before
-    the other weights load; returns the checkpoint names it took (the loader then skips them). A bias stays
-    a parameter for the checkpoint to fill.
+                     dtype: torch.dtype = torch.bfloat16, cpu_kernels: bool = True) -> set[str]:
+    """Swap each Linear whose checkpoint parts are all Q4_0 / Q4_1 for a GGUFQ4Linear (with `cpu_kernels`: the
+    C++ kernels are on) or else a GGUFInt4Linear, or all Q8_0 (with `cpu_kernels`) for a GGUFQ8Linear, and a
+    Q8_0 embedding (with `cpu_kernels`) for a GGUFQ8Embedding, before the other weights load; returns the
+    checkpoint names it took (the loader then skips them). A bias stays a parameter for the checkpoint to
+    fill.
 
     `tensors`: Hugging Face name -> (ggml type, raw rows of bytes), rows already in the model's order."""
     from minisgl.layers.linear import Linear
@@ -166,18 +167,18 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
             continue
         parts = model.checkpoint_names(f"{name}.weight")
         types = [tensors[p][0] if p in tensors else None for p in parts]
-        if q8 and all(t in INT4_TYPES for t in types):  # the C++ kernels are on: they take Q4 blocks too
+        if cpu_kernels and all(t in INT4_TYPES for t in types):  # the C++ kernels are on: they take Q4 blocks too
             layer = GGUFQ4Linear(Q4Blocks.cat([decode_q4(tensors[p][1], tensors[p][0]) for p in parts]), module.bias)
             swapped["int4"] += 1
         elif all(t in INT4_TYPES for t in types):
             layer = GGUFInt4Linear(Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0]) for p in parts]),
                                    module.bias, dtype)
             swapped["int4"] += 1
-        elif q8 and all(t == Q8_0 for t in types):
+        elif cpu_kernels and all(t == Q8_0 for t in types):
             layer = GGUFQ8Linear(Q8Blocks.cat([decode_q8_0(tensors[p][1]) for p in parts]), module.bias)
             swapped["q8_0"] += 1
         else:  # the fused layer is dequantized: a part that can't be kept, or parts of two kinds
-            odd = [t for t in types if t not in INT4_TYPES and not (q8 and t == Q8_0)]
+            odd = [t for t in types if t not in INT4_TYPES and not (cpu_kernels and t == Q8_0)]
             why = ("stored unquantized" if odd[0] is None else dequantize_reason(odd[0])) if odd else \
                 "its fused parts are stored in different quantization types"
             kept[why] = kept.get(why, 0) + 1
@@ -185,7 +186,7 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
         parent, _, attr = name.rpartition(".")
         setattr(model.get_submodule(parent), attr, layer)
         taken.update(parts)
-    embedding = quantize_embedding(model, tensors, dtype, q8)
+    embedding = quantize_embedding(model, tensors, dtype, cpu_kernels)
     taken |= embedding
     for why, count in kept.items():
         logger.warning("--quantization gguf: %d linear layer(s) dequantized to bfloat16 (%s)", count, why)
@@ -195,13 +196,13 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
 
 
 def quantize_embedding(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]], dtype: torch.dtype,
-                       q8: bool) -> set[str]:
+                       cpu_kernels: bool) -> set[str]:
     """A Q8_0 token embedding kept as blocks; the logits multiply by them too where the model ties the two
     (an untied Q8_0 lm_head gets its own blocks)."""
     from minisgl.layers.quantization.gguf_q8_0 import GGUFQ8Embedding, decode_q8_0
 
     names = ("model.embed_tokens.weight", "lm_head.weight")
-    if not q8 or tensors.get(names[0], (None,))[0] != Q8_0:
+    if not cpu_kernels or tensors.get(names[0], (None,))[0] != Q8_0:
         return set()
     embedding = GGUFQ8Embedding(decode_q8_0(tensors[names[0]][1]), dtype)
     model.model.embed_tokens = embedding
