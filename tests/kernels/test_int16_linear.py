@@ -1,0 +1,91 @@
+"""The bfloat16 path of the GGUF block kernels (kernels/csrc/int16_linear.h): x made int16 per block of 32
+with a power-of-two step, the products in integers.
+
+What it promises, checked on Q4_0, Q4_1 and Q8_0 blocks, with an odd number of blocks per row (the last
+pair of blocks is half empty) and with several rows:
+- its result is the float32 path's (each weight made float, x times it in float32), rounded to bfloat16,
+  give or take one bfloat16 step and what quantizing x can move: each value by at most half its block's
+  step, 2^-15 of the block's largest |x|, times |w|;
+- most results are bit-equal to that rounding;
+- a row's result does not depend on the rows multiplied with it;
+- an inf or NaN in a row of x makes that row's results NaN, as a float product would.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from minisgl import kernels
+from minisgl.layers.quantization.gguf_q4 import Q4_0, Q4_1, decode_q4
+from minisgl.layers.quantization.gguf_q8_0 import decode_q8_0
+
+pytestmark = pytest.mark.skipif(not kernels.load(), reason="the C++ cpu kernels did not build here")
+
+
+def _quantized(kind: str, n: int, k: int, seed: int):
+    """(product function of x, float32 weight [n, k]) for gguf's own quantization of random weights."""
+    from gguf.constants import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    g = np.random.default_rng(seed)
+    qtype = {"q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1,
+             "q8_0": GGMLQuantizationType.Q8_0}[kind]
+    raw = quantize((g.standard_normal((n, k)) * 0.05).astype(np.float32), qtype)
+    w = torch.from_numpy(np.asarray(dequantize(raw, qtype), dtype=np.float32).reshape(n, k))
+    if kind == "q8_0":
+        b = decode_q8_0(raw)
+        codes, scales = torch.from_numpy(b.codes), torch.from_numpy(b.scales)
+        return (lambda x: kernels.q8_0_linear(x, codes, scales)), w
+    b = decode_q4(raw, Q4_0 if kind == "q4_0" else Q4_1)
+    codes, scales, mins = (torch.from_numpy(np.ascontiguousarray(a)) for a in (b.codes, b.scales, b.mins))
+    return (lambda x: kernels.q4_linear(x, codes, scales, mins)), w
+
+
+def _x(rows: int, k: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, k, generator=g)
+    x[:, 5] *= 40  # an outlier, as activations have: the other values of its block lose low bits
+    x[0, 40:64] *= 1e-3  # and a block of small values next to normal ones
+    return x.to(torch.bfloat16)
+
+
+def _ulp(v: torch.Tensor) -> torch.Tensor:
+    """bfloat16's step at |v| (the smallest normal's for zero)."""
+    mag = v.abs().float().clamp_min(torch.finfo(torch.bfloat16).tiny)
+    return torch.exp2(torch.floor(torch.log2(mag)) - 7)
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q4_1", "q8_0"])
+@pytest.mark.parametrize("k", [96, 576])  # 3 blocks (a half-empty last pair) and 18
+def test_bf16_result_is_the_float32_one_rounded_give_or_take_quantizing_x(kind, k):
+    product, w = _quantized(kind, 70, k, seed=k)
+    x = _x(9, k, seed=k)  # 9 rows: two tiles of 4 and one left
+    got = product(x)
+    assert got.dtype == torch.bfloat16 and got.shape == (9, 70)
+    want32 = product(x.float())  # the float32 path: every weight made float
+    want = want32.to(torch.bfloat16)
+    block_amax = x.float().abs().reshape(9, -1, 32).amax(-1)  # [rows, blocks]
+    block_wsum = w.abs().reshape(70, -1, 32).sum(-1)  # [n, blocks]
+    moved = 2**-15 * (block_amax @ block_wsum.t())
+    assert ((got.float() - want32).abs() <= moved + _ulp(want32)).all()
+    assert (got == want).float().mean() >= 0.9, "nearly every result bit-equal to the float32 one rounded"
+
+
+@pytest.mark.parametrize("kind", ["q4_1", "q8_0"])
+def test_a_rows_result_does_not_depend_on_its_batch(kind):
+    product, _ = _quantized(kind, 40, 160, seed=3)
+    x = _x(7, 160, seed=3)
+    together = product(x)
+    for r in range(7):
+        assert torch.equal(product(x[r:r + 1]), together[r:r + 1])
+
+
+@pytest.mark.parametrize("kind", ["q4_1", "q8_0"])
+def test_inf_or_nan_in_x_makes_its_row_nan(kind):
+    product, _ = _quantized(kind, 16, 64, seed=4)
+    x = _x(3, 64, seed=4)
+    x[0, 3], x[2, 50] = float("inf"), float("nan")
+    got = product(x)
+    assert got[0].isnan().all() and got[2].isnan().all() and not got[1].isnan().any()
