@@ -38,8 +38,8 @@ _SIGNATURES = {
     "rotary_embedding": [_P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _N],
     "silu_and_mul": [_P, _P, _I, _I, _N],
     "decode_attention": [_P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _F, _N],
-    "q8_0_linear": [_P, _P, _P, _P, _I, _I, _I, _N],
-    "q4_linear": [_P, _P, _P, _P, _P, _I, _I, _I, _N],
+    "q8_0_linear": [_P, _P, _P, _I, _I, _I, _N],
+    "q4_linear": [_P, _P, _P, _I, _I, _I, _N, _N],
 }
 
 
@@ -161,27 +161,34 @@ def greedy_sample(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, logprobs
 
 
-def q8_0_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """x [..., K] @ W.T with W kept as GGUF Q8_0 blocks: codes int8 [N, K], scales float16 [N, K / 32]
-    (one per 32 codes along K; int16 holding float16's bits will do). Returns [..., N] in x's dtype."""
+Q4_0, Q4_1, Q8_0 = 2, 3, 8  # ggml types
+BLOCK_BYTES = {Q4_0: 18, Q4_1: 20, Q8_0: 34}  # per 32 weights
+
+
+def _check_blocks(x: torch.Tensor, raw: torch.Tensor, ggml_type: int) -> None:
+    assert raw.dtype == torch.uint8 and raw.dim() == 2 and raw.is_contiguous()
+    assert x.shape[-1] % 32 == 0 and raw.shape[1] == x.shape[-1] // 32 * BLOCK_BYTES[ggml_type]
+
+
+def q8_0_linear(x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+    """x [..., K] @ W.T with W as the GGUF file stores it in Q8_0: raw uint8 [N, K / 32 * 34], row j column j
+    of W, each block of 32 weights an fp16 scale and 32 int8 codes. Returns [..., N] in x's dtype."""
     x = x.contiguous()
-    assert codes.dtype == torch.int8 and scales.dtype in (torch.float16, torch.int16) and codes.is_contiguous()
-    assert scales.is_contiguous() and x.shape[-1] == codes.shape[1] == scales.shape[1] * 32
-    out = torch.empty((*x.shape[:-1], codes.shape[0]), dtype=x.dtype)
-    _fn("q8_0_linear", x.dtype)(x.data_ptr(), codes.data_ptr(), scales.data_ptr(), out.data_ptr(), _rows(x),
-                                codes.shape[0], codes.shape[1], torch.get_num_threads())
+    _check_blocks(x, raw, Q8_0)
+    out = torch.empty((*x.shape[:-1], raw.shape[0]), dtype=x.dtype)
+    _fn("q8_0_linear", x.dtype)(x.data_ptr(), raw.data_ptr(), out.data_ptr(), _rows(x), raw.shape[0], x.shape[-1],
+                                torch.get_num_threads())
     return out
 
 
-def q4_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
-    """x [..., K] @ W.T with W kept as GGUF Q4_0 / Q4_1 blocks: codes uint8 [N, K / 2] (two 4-bit codes a
-    byte, as GGUF stores them), scales and mins float32 [N, K / 32]; weight = code * scale + min. Returns
-    [..., N] in x's dtype."""
+def q4_linear(x: torch.Tensor, raw: torch.Tensor, ggml_type: int) -> torch.Tensor:
+    """x [..., K] @ W.T with W as the GGUF file stores it in Q4_0 or Q4_1 (`ggml_type`): raw uint8
+    [N, K / 32 * 18 or 20], each block of 32 weights an fp16 scale d (Q4_1: and an fp16 offset m), then 16
+    bytes of 4-bit codes q; weight = q * d + m (Q4_0: m = -8 d). Returns [..., N] in x's dtype."""
     x = x.contiguous()
-    assert codes.dtype == torch.uint8 and scales.dtype == mins.dtype == torch.float32
-    assert codes.is_contiguous() and scales.is_contiguous() and mins.is_contiguous()
-    assert x.shape[-1] == codes.shape[1] * 2 == scales.shape[1] * 32 and scales.shape == mins.shape
-    out = torch.empty((*x.shape[:-1], codes.shape[0]), dtype=x.dtype)
-    _fn("q4_linear", x.dtype)(x.data_ptr(), codes.data_ptr(), scales.data_ptr(), mins.data_ptr(), out.data_ptr(),
-                              _rows(x), codes.shape[0], x.shape[-1], torch.get_num_threads())
+    _check_blocks(x, raw, ggml_type)
+    assert ggml_type in (Q4_0, Q4_1)
+    out = torch.empty((*x.shape[:-1], raw.shape[0]), dtype=x.dtype)
+    _fn("q4_linear", x.dtype)(x.data_ptr(), raw.data_ptr(), out.data_ptr(), _rows(x), raw.shape[0], x.shape[-1],
+                              ggml_type, torch.get_num_threads())
     return out

@@ -18,8 +18,6 @@ import pytest
 import torch
 
 from minisgl import kernels
-from minisgl.layers.quantization.gguf_q4 import Q4_0, Q4_1, decode_q4
-from minisgl.layers.quantization.gguf_q8_0 import decode_q8_0
 
 pytestmark = pytest.mark.skipif(not kernels.load(), reason="the C++ cpu kernels did not build here")
 
@@ -34,13 +32,11 @@ def _quantized(kind: str, n: int, k: int, seed: int):
              "q8_0": GGMLQuantizationType.Q8_0}[kind]
     raw = quantize((g.standard_normal((n, k)) * 0.05).astype(np.float32), qtype)
     w = torch.from_numpy(np.asarray(dequantize(raw, qtype), dtype=np.float32).reshape(n, k))
+    raw = torch.from_numpy(np.ascontiguousarray(raw))
     if kind == "q8_0":
-        b = decode_q8_0(raw)
-        codes, scales = torch.from_numpy(b.codes), torch.from_numpy(b.scales)
-        return (lambda x: kernels.q8_0_linear(x, codes, scales)), w
-    b = decode_q4(raw, Q4_0 if kind == "q4_0" else Q4_1)
-    codes, scales, mins = (torch.from_numpy(np.ascontiguousarray(a)) for a in (b.codes, b.scales, b.mins))
-    return (lambda x: kernels.q4_linear(x, codes, scales, mins)), w
+        return (lambda x: kernels.q8_0_linear(x, raw)), w
+    ggml_type = kernels.Q4_0 if kind == "q4_0" else kernels.Q4_1
+    return (lambda x: kernels.q4_linear(x, raw, ggml_type)), w
 
 
 def _x(rows: int, k: int, seed: int) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """GGUF's Q8_0 blocks kept as stored (layers/quantization/gguf_q8_0.py, kernels/csrc/q8_0_linear.cpp).
 
 On the bundled file's one Q8_0 tensor, the token embedding (49152 x 576, which the tied lm_head multiplies
-by too): the blocks decode to gguf's own dequantized values exactly, a lookup equals the dequantized
+by too): the kernel multiplies by gguf's own dequantized values exactly, a lookup equals the dequantized
 bfloat16 table bit for bit, and the kernel's product equals the dequantized-weight bfloat16 product
 within bfloat16 rounding (it multiplies by the exact weight; the bfloat16 path rounds each weight
 first). A Q8_0 linear layer with a bias, on gguf's own Q8_0 quantization of random weights, too.
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from minisgl import kernels
-from minisgl.layers.quantization.gguf_q8_0 import Q8_0, GGUFQ8Embedding, GGUFQ8Linear, decode_q8_0
+from minisgl.layers.quantization.gguf_q8_0 import Q8_0, GGUFQ8Embedding, GGUFQ8Linear
 from minisgl.model_loader.gguf_weights import read_gguf_linear_blocks
 
 pytestmark = pytest.mark.skipif(not kernels.load(), reason="the C++ cpu kernels did not build here")
@@ -49,21 +49,20 @@ def _check_product(got: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> None:
     torch.testing.assert_close(got, deq, rtol=2**-7, atol=2**-8 * exact.abs().max().item())
 
 
-def test_embedding_blocks_decode_to_ggufs_own_values_and_look_up_bit_identically(embedding_raw, embedding_w):
-    blocks = decode_q8_0(embedding_raw)
+def test_embedding_multiplies_by_ggufs_own_values_and_looks_up_bit_identically(embedding_raw, embedding_w):
     w = embedding_w
-    np.testing.assert_array_equal(blocks.dequantize(), w)
+    table = GGUFQ8Embedding(embedding_raw, torch.bfloat16)
+    eye = torch.eye(w.shape[1])  # the float32 product with the identity: W^T, one exact product per value
+    assert np.array_equal(kernels.q8_0_linear(eye, table.raw).t().numpy(), w)
     ids = torch.tensor([[0, 1, 2], [17, 4096, 49151]])
-    got = GGUFQ8Embedding(blocks, torch.bfloat16)(ids)
-    assert torch.equal(got, torch.from_numpy(w)[ids].to(torch.bfloat16))
+    assert torch.equal(table(ids), torch.from_numpy(w)[ids].to(torch.bfloat16))
 
 
 @pytest.mark.parametrize("batch", [1, 19])  # the kernel takes rows 8 at a time: 19 is two tiles and 3 left
 def test_tied_lm_head_product_equals_dequantized_bf16_within_bf16_rounding(embedding_raw, embedding_w, batch):
-    blocks = decode_q8_0(embedding_raw)
     w = torch.from_numpy(embedding_w)
     x = torch.randn(batch, w.shape[1], generator=torch.Generator().manual_seed(batch)).to(torch.bfloat16)
-    _check_product(GGUFQ8Embedding(blocks, torch.bfloat16).matmul(x), x, w)
+    _check_product(GGUFQ8Embedding(embedding_raw, torch.bfloat16).matmul(x), x, w)
 
 
 def test_q8_0_linear_with_bias_on_ggufs_own_quantization():
@@ -75,7 +74,7 @@ def test_q8_0_linear_with_bias_on_ggufs_own_quantization():
     raw = quantize(w, GGMLQuantizationType.Q8_0)
     bias = torch.randn(96, generator=g).to(torch.bfloat16)
     x = torch.randn(2, 3, 256, generator=g).to(torch.bfloat16)
-    got = GGUFQ8Linear(decode_q8_0(raw), None)(x)
+    got = GGUFQ8Linear(raw, None)(x)
     assert got.shape == (2, 3, 96)
     _check_product(got.reshape(6, 96), x.reshape(6, 256), torch.from_numpy(_gguf_dequantize(raw)))
-    assert torch.equal(GGUFQ8Linear(decode_q8_0(raw), bias)(x), got + bias)
+    assert torch.equal(GGUFQ8Linear(raw, bias)(x), got + bias)

@@ -32,8 +32,9 @@ namespace minisgl {
 
 constexpr int I16_ROWS = 4;  // rows of x per pass over a weight column: 2 accumulators each, 16 registers
 
-// x's rows in the Column's order: per row and pair of blocks, 64 int16 codes and 8 floats (each int32
-// lane's block's dx); per row and block, the float sum of x (for a Q4_1 block's m).
+// x's rows in the Column's order: per row and pair of blocks, 64 int16 codes, and per int32 lane the
+// step dx of that lane's block and a quarter of the block's float sum of x (four lanes hold each block:
+// a Q4 block's offset m adds m * sum, lane by lane).
 struct RowsI16 {
   const int16_t* q;
   const float* dx;
@@ -48,14 +49,14 @@ RowsI16 quantize_rows(const T* x, int64_t rows, int64_t k) {
   const int64_t blocks = k / BLOCK, pairs = (blocks + 1) / 2;
   qbuf.assign(rows * pairs * 64, 0);
   dxbuf.assign(rows * pairs * 8, 0.f);
-  sxbuf.assign(rows * blocks, 0.f);
+  sxbuf.assign(rows * pairs * 8, 0.f);
   int where[64];  // for each int16 position of a pair, the index (0..63) of the x value it holds
   for (int s = 0; s < 4; ++s)
     for (int l = 0; l < 16; ++l) where[s * 16 + l] = Column::source(s, l);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t p = 0; p < pairs; ++p) {
       int16_t codes[64] = {};
-      float dx[2] = {0.f, 0.f};
+      float dx[2] = {0.f, 0.f}, sx[2] = {0.f, 0.f};
       for (int h = 0; h < 2 && 2 * p + h < blocks; ++h) {
         const T* xb = x + r * k + (2 * p + h) * BLOCK;
         float amax = 0.f, sum = 0.f;
@@ -64,7 +65,7 @@ RowsI16 quantize_rows(const T* x, int64_t rows, int64_t k) {
           amax = std::fmax(amax, std::fabs(v));
           sum += v;
         }
-        sxbuf[r * blocks + 2 * p + h] = sum;
+        sx[h] = sum * 0.25f;  // exact
         if (std::isinf(amax) || std::isnan(sum)) {  // an inf or NaN in x (fmax skips NaN; the sum keeps it)
           dx[h] = NAN;  // makes every sum of the row NaN, as the float product would
           continue;
@@ -81,31 +82,33 @@ RowsI16 quantize_rows(const T* x, int64_t rows, int64_t k) {
       }
       int16_t* out = qbuf.data() + (r * pairs + p) * 64;
       for (int i = 0; i < 64; ++i) out[i] = codes[where[i]];
-      for (int lane = 0; lane < 8; ++lane) dxbuf[(r * pairs + p) * 8 + lane] = dx[Column::lane_block(lane)];
+      for (int lane = 0; lane < 8; ++lane) {
+        dxbuf[(r * pairs + p) * 8 + lane] = dx[Column::lane_block(lane)];
+        sxbuf[(r * pairs + p) * 8 + lane] = sx[Column::lane_block(lane)];
+      }
     }
   return {qbuf.data(), dxbuf.data(), sxbuf.data(), pairs, blocks};
 }
 
-// Rows [r0, r0 + TILE) times one weight column; two accumulators per row (even and odd pairs).
+// Rows [r0, r0 + TILE) times one weight column; per row one accumulator for the products and, for a
+// Column with offsets (Q4), one for m * sum.
 template <int TILE, class Column>
 inline void dot_tile_i16(const RowsI16& x, int64_t r0, const Column& col, float* sums) {
-  __m256 acc[TILE][2];
-  for (int t = 0; t < TILE; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  __m256 acc[TILE], off[TILE];
+  for (int t = 0; t < TILE; ++t) acc[t] = off[t] = _mm256_setzero_ps();
   for (int64_t p = 0; p < x.pairs; ++p) {
     __m256i w[4];
-    __m256 d;
-    col.decode(p, x.blocks, w, &d);
+    __m256 d, m;
+    col.decode(p, x.blocks, w, &d, &m);
     for (int t = 0; t < TILE; ++t) {
       const int64_t at = (r0 + t) * x.pairs + p;
       const __m256i s = Column::dot(w, x.q + at * 64);
       const __m256 scale = _mm256_mul_ps(d, _mm256_loadu_ps(x.dx + at * 8));
-      acc[t][p & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[t][p & 1]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[t]);
+      if constexpr (Column::OFFSETS) off[t] = _mm256_fmadd_ps(m, _mm256_loadu_ps(x.sx + at * 8), off[t]);
     }
   }
-  for (int t = 0; t < TILE; ++t) {
-    V8 total = reinterpret_cast<V8>(_mm256_add_ps(acc[t][0], acc[t][1]));
-    sums[t] = hsum(total) + col.offset_sum(x.sx + (r0 + t) * x.blocks, x.blocks);
-  }
+  for (int t = 0; t < TILE; ++t) sums[t] = hsum(reinterpret_cast<V8>(_mm256_add_ps(acc[t], off[t])));
 }
 
 template <typename T, class MakeColumn>
@@ -127,21 +130,6 @@ void int16_linear(const T* x, T* out, int64_t rows, int64_t n, int64_t k, int th
       for (int64_t t = 0; t < tile; ++t) out[(r0 + t) * n + j] = from_float<T>(sums[t]);
     }
   }
-}
-
-// sum over blocks b of m[b] * sx[b], eight blocks at a time (Q4_1's offsets; Q4_0's m = -8 d)
-inline float offset_dot(const float* m, const float* sx, int64_t blocks) {
-  V8 acc = {};
-  int64_t b = 0;
-  for (; b + 8 <= blocks; b += 8) {
-    V8 mv, sv;
-    std::memcpy(&mv, m + b, 32);
-    std::memcpy(&sv, sx + b, 32);
-    acc += mv * sv;
-  }
-  float s = hsum(acc);
-  for (; b < blocks; ++b) s += m[b] * sx[b];
-  return s;
 }
 
 }  // namespace minisgl

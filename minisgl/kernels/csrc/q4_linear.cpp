@@ -1,17 +1,18 @@
-// GGUF's Q4_0 and Q4_1 weights multiplied as they are stored (layers/quantization/gguf_q4.py is the
-// Python side).
+// GGUF's Q4_0 and Q4_1 weights multiplied as they are stored in the file (layers/quantization/gguf_q4.py is
+// the Python side).
 //
 //   q4_linear         out[r, j] = sum_k x[r, k] * (q[j, k] * d[j, k / 32] + m[j, k / 32])
 //
-// A block keeps 32 weights along K as 4-bit codes q in 0..15, two to a byte (weight i in the low nibble
-// of byte i, weight i + 16 in the high nibble, as GGUF stores them), with a scale d and an offset m per
-// block: Q4_1 stores m, Q4_0 has m = -8 d. q * d is exact in float32 (11 + 4 significant bits) and one
-// fused multiply-add rounds q * d + m once, so each weight is exactly the float32 value gguf's own
-// dequantizing gives (tests/model_loader/test_gguf_q4.py). The products with x then add in float32.
+// Column j of the weight is row j of the file's bytes: one block per 32 weights along K, each block an
+// fp16 scale d, for Q4_1 an fp16 offset m (Q4_0 has m = -8 d), then 16 bytes of 4-bit codes q in 0..15
+// (weight i in the low nibble of byte i, weight i + 16 in the high nibble): 18 or 20 bytes per 32
+// weights, where bfloat16 takes 64. Batch-1 decode reads every weight once per token, as one stream of
+// bytes, fetched ahead (PREFETCH).
 //
-// Batch-1 decode reads every weight once per token: here half a byte plus 8 bytes per 32 weights, where
-// a bfloat16 weight is 2 bytes. float32 x goes through block_linear.h's loop (each weight made float, as
-// above); bfloat16 x through int16_linear.h's integer products, where the codes are never made float.
+// float32 x goes through block_linear.h's loop: each weight is made float32 first, q * d + m in one fused
+// multiply-add (q * d is exact in float32, so each weight is exactly the float32 value gguf's own
+// dequantizing gives; tests/model_loader/test_gguf_q4.py), then multiplied by x. bfloat16 x goes through
+// int16_linear.h: the codes are never made float, x is made int16 per block, and the products are integers.
 
 #include <cmath>
 
@@ -47,39 +48,52 @@ inline void decode_block(const uint8_t* c, float d, float m, V8* w) {
 #endif
 }
 
-// column j of the weight: its packed codes and its blocks' d and m
+// column j of the weight for block_linear.h: its row of blocks, SIZE bytes each (18: Q4_0, 20: Q4_1)
+template <int SIZE>
 struct Q4Column {
-  const uint8_t* q;
-  const float* d;
-  const float* m;
-  void decode(int64_t b, V8* w) const { decode_block(q + b * (BLOCK / 2), d[b], m[b], w); }
+  static constexpr int BYTES = SIZE;
+  const uint8_t* row;
+  void decode(int64_t b, V8* w) const {
+    const uint8_t* block = row + b * SIZE;
+    const float d = half_to_float(load_u16(block));
+    const float m = SIZE == 20 ? half_to_float(load_u16(block + 2)) : -8 * d;  // -8 d: exact
+    decode_block(block + SIZE - 16, d, m, w);
+  }
 };
 
 #if MINISGL_INT16_LINEAR
-// column j for int16_linear.h. Two blocks' 32 bytes as 16 uint16 lanes: lane l holds bytes 2t and 2t + 1
-// (t = l mod 8) of block l / 8 of the pair, so its four nibbles are that block's weights 2t, 2t + 16,
-// 2t + 1 and 2t + 17; shifting by 0, 4, 8 and 12 and masking gives the four int16 vectors.
+// column j for int16_linear.h. Two blocks' 32 bytes of codes as 16 uint16 lanes: lane l holds bytes 2t and
+// 2t + 1 (t = l mod 8) of block l / 8 of the pair, so its four nibbles are that block's weights 2t,
+// 2t + 16, 2t + 1 and 2t + 17; shifting by 0, 4, 8 and 12 and masking gives the four int16 vectors.
+template <int SIZE>
 struct Q4ColumnI16 {
-  const uint8_t* q;
-  const float* d;
-  const float* m;
+  static constexpr bool OFFSETS = true;
+  const uint8_t* row;
   static int source(int s, int l) {
     const int t = l % 8, offsets[4] = {0, 16, 1, 17};
     return (l / 8) * BLOCK + 2 * t + offsets[s];
   }
   static int lane_block(int lane) { return lane / 4; }  // madd keeps each 128-bit half: lanes 0-3 block A
-  void decode(int64_t p, int64_t blocks, __m256i* w, __m256* scale) const {
+  void decode(int64_t p, int64_t blocks, __m256i* w, __m256* scale, __m256* offset) const {
+    const uint8_t* a = row + 2 * p * SIZE;
     const bool both = 2 * p + 1 < blocks;
-    const __m256i v = both ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + p * BLOCK))
-                           : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + p * BLOCK)));
+    _mm_prefetch(reinterpret_cast<const char*>(a) + PREFETCH, _MM_HINT_T0);
+    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + SIZE - 16));
+    const __m128i qb = both ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * SIZE - 16)) : _mm_setzero_si128();
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
     const __m256i nibble = _mm256_set1_epi16(0x000F);
     w[0] = _mm256_and_si256(v, nibble);
     w[1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
     w[2] = _mm256_and_si256(_mm256_srli_epi16(v, 8), nibble);
     w[3] = _mm256_srli_epi16(v, 12);
-    const __m128 ab = both ? _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(d + 2 * p)))
-                           : _mm_set_ss(d[2 * p]);
-    *scale = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(ab), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    // d and m of both blocks (a missing second block: zeros), made float32 together: [dA, mA, dB, mB]
+    const uint32_t head_a = SIZE == 20 ? load_u32(a) : load_u16(a);
+    const uint32_t head_b = both ? (SIZE == 20 ? load_u32(a + SIZE) : load_u16(a + SIZE)) : 0u;
+    const __m128 dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, static_cast<int>(head_b), static_cast<int>(head_a)));
+    *scale = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dm), _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2));
+    *offset = SIZE == 20
+                  ? _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dm), _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3))
+                  : _mm256_mul_ps(*scale, _mm256_set1_ps(-8.f));
   }
   static __m256i dot(const __m256i* w, const int16_t* xq) {
     const __m256i* xv = reinterpret_cast<const __m256i*>(xq);
@@ -89,28 +103,33 @@ struct Q4ColumnI16 {
                                        _mm256_madd_epi16(w[3], _mm256_loadu_si256(xv + 3)));
     return _mm256_add_epi32(a, b);  // each lane: 8 products of at most 15 * 32767, exact in float too
   }
-  float offset_sum(const float* sx, int64_t blocks) const { return offset_dot(m, sx, blocks); }
 };
 #endif
 
-template <typename T>
-void q4_linear(const T* x, const uint8_t* codes, const float* scales, const float* mins, T* out, int64_t rows,
-               int64_t n, int64_t k, int threads) {
-  const int64_t blocks = k / BLOCK;
+template <int SIZE, typename T>
+void q4_linear_of(const T* x, const uint8_t* raw, T* out, int64_t rows, int64_t n, int64_t k, int threads) {
+  const int64_t row_bytes = k / BLOCK * SIZE;
 #if MINISGL_INT16_LINEAR
   if constexpr (sizeof(T) == 2) {
-    int16_linear(x, out, rows, n, k, threads,
-                 [=](int64_t j) { return Q4ColumnI16{codes + j * (k / 2), scales + j * blocks, mins + j * blocks}; });
+    int16_linear(x, out, rows, n, k, threads, [=](int64_t j) { return Q4ColumnI16<SIZE>{raw + j * row_bytes}; });
     return;
   }
 #endif
-  block_linear(x, out, rows, n, k, threads,
-               [=](int64_t j) { return Q4Column{codes + j * (k / 2), scales + j * blocks, mins + j * blocks}; });
+  block_linear(x, out, rows, n, k, threads, [=](int64_t j) { return Q4Column<SIZE>{raw + j * row_bytes}; });
+}
+
+// ggml_type: 2 (Q4_0) or 3 (Q4_1), as in the GGUF file
+template <typename T>
+void q4_linear(const T* x, const uint8_t* raw, T* out, int64_t rows, int64_t n, int64_t k, int ggml_type,
+               int threads) {
+  if (ggml_type == 3)
+    q4_linear_of<20>(x, raw, out, rows, n, k, threads);
+  else
+    q4_linear_of<18>(x, raw, out, rows, n, k, threads);
 }
 
 }  // namespace
 
-#define P(T) (const T* x, const uint8_t* codes, const float* scales, const float* mins, T* out, int64_t rows, \
-              int64_t n, int64_t k, int threads)
-EXPORT_BOTH(q4_linear, P(float), P(uint16_t), (x, codes, scales, mins, out, rows, n, k, threads))
+#define P(T) (const T* x, const uint8_t* raw, T* out, int64_t rows, int64_t n, int64_t k, int ggml_type, int threads)
+EXPORT_BOTH(q4_linear, P(float), P(uint16_t), (x, raw, out, rows, n, k, ggml_type, threads))
 #undef P

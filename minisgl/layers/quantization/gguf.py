@@ -158,8 +158,8 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
 
     `tensors`: Hugging Face name -> (ggml type, raw rows of bytes), rows already in the model's order."""
     from minisgl.layers.linear import Linear
-    from minisgl.layers.quantization.gguf_q4 import GGUFQ4Linear, Q4Blocks, decode_q4
-    from minisgl.layers.quantization.gguf_q8_0 import GGUFQ8Linear, Q8Blocks, decode_q8_0
+    from minisgl.layers.quantization.gguf_q4 import GGUFQ4Linear, fuse_q4
+    from minisgl.layers.quantization.gguf_q8_0 import GGUFQ8Linear
 
     taken, swapped, kept = set(), {"int4": 0, "q8_0": 0}, {}
     for name, module in list(model.named_modules()):
@@ -167,15 +167,16 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
             continue
         parts = model.checkpoint_names(f"{name}.weight")
         types = [tensors[p][0] if p in tensors else None for p in parts]
-        if cpu_kernels and all(t in INT4_TYPES for t in types):  # the C++ kernels are on: they take Q4 blocks too
-            layer = GGUFQ4Linear(Q4Blocks.cat([decode_q4(tensors[p][1], tensors[p][0]) for p in parts]), module.bias)
+        fused = fuse_q4([tensors[p] for p in parts]) if cpu_kernels and all(t in INT4_TYPES for t in types) else None
+        if cpu_kernels and fused is not None:  # the C++ kernels are on: they take Q4 blocks too
+            layer = GGUFQ4Linear(fused[1], fused[0], module.bias)
             swapped["int4"] += 1
         elif all(t in INT4_TYPES for t in types):
             layer = GGUFInt4Linear(Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0]) for p in parts]),
                                    module.bias, dtype)
             swapped["int4"] += 1
         elif cpu_kernels and all(t == Q8_0 for t in types):
-            layer = GGUFQ8Linear(Q8Blocks.cat([decode_q8_0(tensors[p][1]) for p in parts]), module.bias)
+            layer = GGUFQ8Linear(np.concatenate([np.ascontiguousarray(tensors[p][1]) for p in parts]), module.bias)
             swapped["q8_0"] += 1
         else:  # the fused layer is dequantized: a part that can't be kept, or parts of two kinds
             odd = [t for t in types if t not in INT4_TYPES and not (cpu_kernels and t == Q8_0)]
@@ -199,18 +200,18 @@ def quantize_embedding(model: nn.Module, tensors: dict[str, tuple[int, np.ndarra
                        cpu_kernels: bool) -> set[str]:
     """A Q8_0 token embedding kept as blocks; the logits multiply by them too where the model ties the two
     (an untied Q8_0 lm_head gets its own blocks)."""
-    from minisgl.layers.quantization.gguf_q8_0 import GGUFQ8Embedding, decode_q8_0
+    from minisgl.layers.quantization.gguf_q8_0 import GGUFQ8Embedding
 
     names = ("model.embed_tokens.weight", "lm_head.weight")
     if not cpu_kernels or tensors.get(names[0], (None,))[0] != Q8_0:
         return set()
-    embedding = GGUFQ8Embedding(decode_q8_0(tensors[names[0]][1]), dtype)
+    embedding = GGUFQ8Embedding(tensors[names[0]][1], dtype)
     model.model.embed_tokens = embedding
     if model.lm_head is None:
         model.logits_processor.use_quantized(embedding)
         return {names[0]}
     if tensors.get(names[1], (None,))[0] != Q8_0:
         return {names[0]}
-    model.lm_head = GGUFQ8Embedding(decode_q8_0(tensors[names[1]][1]), dtype)
+    model.lm_head = GGUFQ8Embedding(tensors[names[1]][1], dtype)
     model.logits_processor.use_quantized(model.lm_head)
     return set(names)

@@ -3,14 +3,14 @@
 torch's own int4 CPU kernel (gguf.py's GGUFInt4Linear) is the fall-back where the C++ kernels are off or
 do not build. Its layout costs two things at batch 1: it is not tuned for one row (about 94 % of a decode
 step's time went to it), and it holds each block's scale and zero in bfloat16, which rounds the
-weights. The C++ kernel keeps GGUF's own layout (16 bytes of codes per 32 weights) with each block's d
-and m as float32, and makes every weight exactly the float32 value gguf's dequantizing gives before it
-multiplies: Q4_1 weight = q * d + m; Q4_0 weight = (q - 8) * d, which is q * d + m with m = -8 d.
+weights. The C++ kernel reads the file's own bytes, 18 (Q4_0) or 20 (Q4_1) per 32 weights, with no copy
+in another layout: each block's fp16 scale d (and Q4_1's fp16 offset m) are exact in float32, so the
+float32 path multiplies by exactly the weights gguf's dequantizing gives: Q4_1 weight = q * d + m; Q4_0
+weight = (q - 8) * d, which is q * d + m with m = -8 d. The bfloat16 path (what the engine runs) makes x
+int16 per block and multiplies in integers (kernels/csrc/int16_linear.h).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,58 +18,45 @@ from torch import nn
 
 from minisgl import kernels
 
-GROUP_SIZE = 32
-Q4_0, Q4_1 = 2, 3  # ggml types
-_BLOCK_BYTES = {Q4_0: 18, Q4_1: 20}
+Q4_0, Q4_1 = kernels.Q4_0, kernels.Q4_1  # ggml types
 
 
-@dataclass
-class Q4Blocks:
-    codes: np.ndarray  # uint8 [N, K / 2]: per block, weight i in the low nibble of byte i, i + 16 in the high
-    scales: np.ndarray  # float32 [N, K / 32] (d)
-    mins: np.ndarray  # float32 [N, K / 32] (m); weight = code * d + m, rounded once
-
-    def dequantize(self) -> np.ndarray:
-        n = self.codes.shape[0]
-        by_block = self.codes.reshape(n, -1, GROUP_SIZE // 2)
-        q = np.concatenate([by_block & 0x0F, by_block >> 4], axis=-1).astype(np.float32)
-        return (q * self.scales[..., None] + self.mins[..., None]).reshape(n, -1)
-
-    @staticmethod
-    def cat(parts: list[Q4Blocks]) -> Q4Blocks:
-        """Stacked along N (rows): how q, k, v (or gate and up) become one fused projection."""
-        return Q4Blocks(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("codes", "scales", "mins")))
-
-
-def decode_q4(raw: np.ndarray, ggml_type: int) -> Q4Blocks:
-    """GGUF Q4_0 / Q4_1 rows of bytes [N, K / 32 * block bytes] -> codes, scales and mins."""
-    size = _BLOCK_BYTES[ggml_type]
+def as_q4_1(raw: np.ndarray) -> np.ndarray | None:
+    """Q4_0 rows of bytes as Q4_1's (the offset m = -8 d stored after d), or None where -8 d overflows fp16."""
     n, row_bytes = raw.shape
-    blocks = np.ascontiguousarray(raw).reshape(n, row_bytes // size, size)
-    d = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
-    if ggml_type == Q4_1:
-        m = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
-    else:
-        m = -8 * d  # exact: a power of two times a float16
-    codes = np.ascontiguousarray(blocks[..., size - GROUP_SIZE // 2:]).reshape(n, -1)
-    return Q4Blocks(codes, d, m)
+    blocks = np.ascontiguousarray(raw).reshape(n, row_bytes // 18, 18)
+    m = (blocks[..., 0:2].copy().view(np.float16) * np.float16(-8))  # exact, short of overflow
+    if not np.isfinite(m).all():
+        return None
+    return np.concatenate([blocks[..., 0:2], m.view(np.uint8), blocks[..., 2:]], axis=-1).reshape(n, -1)
+
+
+def fuse_q4(parts: list[tuple[int, np.ndarray]]) -> tuple[int, np.ndarray] | None:
+    """Checkpoint parts (ggml type, rows of bytes), stacked along N as one fused projection (q, k, v or gate,
+    up); parts of both types become Q4_1. None where a Q4_0 part cannot be written as Q4_1."""
+    types = {t for t, _ in parts}
+    if types == {Q4_0} or types == {Q4_1}:
+        return types.pop(), np.concatenate([np.ascontiguousarray(r) for _, r in parts])
+    rows = [r if t == Q4_1 else as_q4_1(r) for t, r in parts]
+    return None if any(r is None for r in rows) else (Q4_1, np.concatenate(rows))
 
 
 class GGUFQ4Linear(nn.Module):
     """A linear layer over Q4_0 / Q4_1 blocks in the C++ kernel: y = x @ W.T + b, W never materialized."""
 
-    def __init__(self, blocks: Q4Blocks, bias: torch.Tensor | None):
+    def __init__(self, raw: np.ndarray, ggml_type: int, bias: torch.Tensor | None):
         super().__init__()
-        self.out_features, self.in_features = blocks.codes.shape[0], blocks.codes.shape[1] * 2
-        self.register_buffer("codes", torch.from_numpy(np.ascontiguousarray(blocks.codes)), persistent=False)
-        for name in ("scales", "mins"):  # float32 kept as int32 bits, which `model.to(dtype)` leaves alone
-            bits = np.ascontiguousarray(getattr(blocks, name), dtype=np.float32).view(np.int32)
-            self.register_buffer(name, torch.from_numpy(bits), persistent=False)
+        assert ggml_type in (Q4_0, Q4_1)
+        self.ggml_type = ggml_type
+        self.out_features = raw.shape[0]
+        self.in_features = raw.shape[1] // kernels.BLOCK_BYTES[ggml_type] * 32
+        self.register_buffer("raw", torch.from_numpy(np.array(raw, dtype=np.uint8, order="C")), persistent=False)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = kernels.q4_linear(x, self.codes, self.scales.view(torch.float32), self.mins.view(torch.float32))
+        out = kernels.q4_linear(x, self.raw, self.ggml_type)
         return out if self.bias is None else out + self.bias
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, gguf q4 (C++ kernel)"
+        kind = "q4_1" if self.ggml_type == Q4_1 else "q4_0"
+        return f"in_features={self.in_features}, out_features={self.out_features}, gguf {kind} (C++ kernel)"
