@@ -115,6 +115,8 @@ template <typename T, class MakeColumn>
 void int16_linear(const T* x, T* out, int64_t rows, int64_t n, int64_t k, int threads, MakeColumn column) {
   using Column = decltype(column(0));
   const RowsI16 xq = quantize_rows<Column>(x, rows, k);
+  // the start of the weight, which no block of the loop asks for ahead of time
+  for (int off = 0; off < PREFETCH; off += 64) _mm_prefetch(reinterpret_cast<const char*>(column(0).row) + off, _MM_HINT_T0);
 #pragma omp parallel for num_threads(threads) schedule(static) if (n * k * rows >= 65536)
   for (int64_t j = 0; j < n; ++j) {
     const auto col = column(j);
