@@ -165,30 +165,38 @@ Q4_0, Q4_1, Q8_0 = 2, 3, 8  # ggml types
 BLOCK_BYTES = {Q4_0: 18, Q4_1: 20, Q8_0: 34}  # per 32 weights
 
 
-def _check_blocks(x: torch.Tensor, raw: torch.Tensor, ggml_type: int) -> None:
-    assert raw.dtype == torch.uint8 and raw.dim() == 2 and raw.is_contiguous()
-    assert x.shape[-1] % 32 == 0 and raw.shape[1] == x.shape[-1] // 32 * BLOCK_BYTES[ggml_type]
-
-
 def q8_0_linear(x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
     """x [..., K] @ W.T with W as the GGUF file stores it in Q8_0: raw uint8 [N, K / 32 * 34], row j column j
     of W, each block of 32 weights an fp16 scale and 32 int8 codes. Returns [..., N] in x's dtype."""
-    x = x.contiguous()
-    _check_blocks(x, raw, Q8_0)
-    out = torch.empty((*x.shape[:-1], raw.shape[0]), dtype=x.dtype)
-    _fn("q8_0_linear", x.dtype)(x.data_ptr(), raw.data_ptr(), out.data_ptr(), _rows(x), raw.shape[0], x.shape[-1],
-                                torch.get_num_threads())
-    return out
+    return block_linear(raw, Q8_0)(x)
 
 
 def q4_linear(x: torch.Tensor, raw: torch.Tensor, ggml_type: int) -> torch.Tensor:
     """x [..., K] @ W.T with W as the GGUF file stores it in Q4_0 or Q4_1 (`ggml_type`): raw uint8
     [N, K / 32 * 18 or 20], each block of 32 weights an fp16 scale d (Q4_1: and an fp16 offset m), then 16
     bytes of 4-bit codes q; weight = q * d + m (Q4_0: m = -8 d). Returns [..., N] in x's dtype."""
-    x = x.contiguous()
-    _check_blocks(x, raw, ggml_type)
-    assert ggml_type in (Q4_0, Q4_1)
-    out = torch.empty((*x.shape[:-1], raw.shape[0]), dtype=x.dtype)
-    _fn("q4_linear", x.dtype)(x.data_ptr(), raw.data_ptr(), out.data_ptr(), _rows(x), raw.shape[0], x.shape[-1],
-                              ggml_type, torch.get_num_threads())
-    return out
+    return block_linear(raw, ggml_type)(x)
+
+
+def block_linear(raw: torch.Tensor, ggml_type: int):
+    """q4_linear or q8_0_linear with the weight bound once: a layer keeps the returned function and calls
+    it with x alone (a decode step makes about 150 of these calls, where each check costs microseconds)."""
+    if not load():
+        raise RuntimeError(f"the CPU kernels are unavailable: {_error}")
+    assert ggml_type in BLOCK_BYTES and raw.dtype == torch.uint8 and raw.dim() == 2 and raw.is_contiguous()
+    assert raw.shape[1] % BLOCK_BYTES[ggml_type] == 0
+    n, k = raw.shape[0], raw.shape[1] // BLOCK_BYTES[ggml_type] * 32
+    name = "q8_0_linear" if ggml_type == Q8_0 else "q4_linear"
+    fns = {dtype: _fns[name, dtype] for dtype in _SUFFIX}
+    extra = () if ggml_type == Q8_0 else (ggml_type,)
+
+    def product(x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != k:
+            raise ValueError(f"{name}: x has {x.shape[-1]} columns, the weight {k}")
+        x = x.contiguous()
+        out = torch.empty((*x.shape[:-1], n), dtype=x.dtype)
+        fns[x.dtype](x.data_ptr(), raw.data_ptr(), out.data_ptr(), x.numel() // k, n, k, *extra,
+                     torch.get_num_threads())
+        return out
+
+    return product

@@ -52,9 +52,10 @@ class GGUFQ4Linear(nn.Module):
         self.in_features = raw.shape[1] // kernels.BLOCK_BYTES[ggml_type] * 32
         self.register_buffer("raw", torch.from_numpy(np.array(raw, dtype=np.uint8, order="C")), persistent=False)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
+        self.product = kernels.block_linear(self.raw, ggml_type)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = kernels.q4_linear(x, self.raw, self.ggml_type)
+        out = self.product(x)
         return out if self.bias is None else out + self.bias
 
     def extra_repr(self) -> str:

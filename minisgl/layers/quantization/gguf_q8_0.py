@@ -36,9 +36,7 @@ class _Q8Weight(nn.Module):
         super().__init__()
         self.register_buffer("raw", torch.from_numpy(np.array(raw, dtype=np.uint8, order="C")), persistent=False)
         self.rows, self.cols = raw.shape[0], raw.shape[1] // _BLOCK_BYTES * GROUP_SIZE
-
-    def matmul(self, x: torch.Tensor) -> torch.Tensor:
-        return kernels.q8_0_linear(x, self.raw)
+        self.matmul = kernels.block_linear(self.raw, Q8_0)
 
 
 class GGUFQ8Linear(_Q8Weight):
