@@ -30,6 +30,13 @@
 
 namespace minisgl {
 
+// VNNI's multiply-and-add of int16 pairs into int32 lanes: madd and add in one instruction
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define DPWSSD _mm256_dpwssd_epi32
+#elif defined(__AVXVNNI__)
+#define DPWSSD _mm256_dpwssd_avx_epi32
+#endif
+
 constexpr int I16_ROWS = 4;  // rows of x per pass over a weight column: 2 accumulators each, 16 registers
 
 // x's rows in the Column's order: per row and pair of blocks, 64 int16 codes, and per int32 lane the
