@@ -10,8 +10,7 @@ namespace {
 
 template <typename T>
 void silu_and_mul(const T* gate_up, T* out, int64_t rows, int64_t inter, int threads) {
-#pragma omp parallel for num_threads(threads) if (rows >= 4)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, threads, rows >= 4, [=](int64_t r) {
     const T* gate = gate_up + r * 2 * inter;
     const T* up = gate + inter;
     T* o = out + r * inter;
@@ -21,7 +20,7 @@ void silu_and_mul(const T* gate_up, T* out, int64_t rows, int64_t inter, int thr
       float silu = to_float(from_float<T>(g / (1.f + exp_approx(-g))));  // rounded like the reference's F.silu
       o[i] = from_float<T>(silu * to_float(up[i]));
     }
-  }
+  });
 }
 
 }  // namespace

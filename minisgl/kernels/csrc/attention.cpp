@@ -80,18 +80,32 @@ void decode_attention(const T* q, const T* k_buffer, const T* v_buffer, T* out, 
                       int64_t kv_heads, int64_t head_dim, int64_t q_row_stride, int64_t max_context,
                       float scale, int threads) {
   auto* one = head_dim == 64 ? attend<T, 64> : head_dim == 128 ? attend<T, 128> : attend<T, 0>;
+  struct Scratch {  // one per thread
+    std::vector<float> qf, row, acc, scores;
+    std::vector<int64_t> kv_of;  // where query head h's KV head starts in a row: (h / group) * head_dim
+  };
+  const auto make_scratch = [=]() {
+    Scratch s{std::vector<float>(q_heads * head_dim), std::vector<float>(kv_heads * head_dim),
+              std::vector<float>(q_heads * head_dim), {}, std::vector<int64_t>(q_heads)};
+    for (int64_t h = 0; h < q_heads; ++h) s.kv_of[h] = h / (q_heads / kv_heads) * head_dim;
+    return s;
+  };
+  const auto request = [&](int64_t b, Scratch& s) {
+    s.scores.resize(q_heads * seq_lens[b]);
+    one(q + b * q_row_stride, k_buffer, v_buffer, out + b * q_heads * head_dim,
+        req_to_token + req_pool_indices[b] * max_context, seq_lens[b], q_heads, kv_heads, head_dim, scale,
+        s.qf.data(), s.row.data(), s.acc.data(), s.scores.data(), s.kv_of.data());
+  };
+  if (threads > 1 && batch > 1) {  // else no OpenMP at all (see parallel_for in common.h)
 #pragma omp parallel num_threads(threads)
-  {
-    std::vector<float> qf(q_heads * head_dim), row(kv_heads * head_dim), acc(q_heads * head_dim), scores;
-    std::vector<int64_t> kv_of(q_heads);  // where query head h's KV head starts in a row: (h / group) * head_dim
-    for (int64_t h = 0; h < q_heads; ++h) kv_of[h] = h / (q_heads / kv_heads) * head_dim;
+    {
+      Scratch s = make_scratch();
 #pragma omp for schedule(dynamic)
-    for (int64_t b = 0; b < batch; ++b) {
-      scores.resize(q_heads * seq_lens[b]);
-      one(q + b * q_row_stride, k_buffer, v_buffer, out + b * q_heads * head_dim,
-          req_to_token + req_pool_indices[b] * max_context, seq_lens[b], q_heads, kv_heads, head_dim, scale,
-          qf.data(), row.data(), acc.data(), scores.data(), kv_of.data());
+      for (int64_t b = 0; b < batch; ++b) request(b, s);
     }
+  } else {
+    Scratch s = make_scratch();
+    for (int64_t b = 0; b < batch; ++b) request(b, s);
   }
 }
 

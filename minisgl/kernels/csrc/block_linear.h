@@ -88,8 +88,7 @@ void block_linear(const T* x, T* out, int64_t rows, int64_t n, int64_t k, int th
   float* xf = xbuf.data();
   for (int64_t i = 0; i < rows * k; ++i) xf[i] = to_float(x[i]);
   const int64_t blocks = k / BLOCK;
-#pragma omp parallel for num_threads(threads) schedule(static) if (n * k * rows >= 65536)
-  for (int64_t j = 0; j < n; ++j) {
+  parallel_for(n, threads, n * k * rows >= 65536, [&](int64_t j) {
     const auto col = column(j);
     float sums[ROWS];
     for (int64_t r0 = 0; r0 < rows; r0 += ROWS) {
@@ -107,7 +106,7 @@ void block_linear(const T* x, T* out, int64_t rows, int64_t n, int64_t k, int th
       }
       for (int64_t t = 0; t < tile; ++t) out[(r0 + t) * n + j] = from_float<T>(sums[t]);
     }
-  }
+  });
 }
 
 }  // namespace minisgl

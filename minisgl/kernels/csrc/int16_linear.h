@@ -124,8 +124,7 @@ void int16_linear(const T* x, T* out, int64_t rows, int64_t n, int64_t k, int th
   const RowsI16 xq = quantize_rows<Column>(x, rows, k);
   // the start of the weight, which no block of the loop asks for ahead of time
   for (int off = 0; off < PREFETCH; off += 64) _mm_prefetch(reinterpret_cast<const char*>(column(0).row) + off, _MM_HINT_T0);
-#pragma omp parallel for num_threads(threads) schedule(static) if (n * k * rows >= 65536)
-  for (int64_t j = 0; j < n; ++j) {
+  parallel_for(n, threads, n * k * rows >= 65536, [&](int64_t j) {
     const auto col = column(j);
     float sums[I16_ROWS];
     for (int64_t r0 = 0; r0 < rows; r0 += I16_ROWS) {
@@ -138,7 +137,7 @@ void int16_linear(const T* x, T* out, int64_t rows, int64_t n, int64_t k, int th
       }
       for (int64_t t = 0; t < tile; ++t) out[(r0 + t) * n + j] = from_float<T>(sums[t]);
     }
-  }
+  });
 }
 
 }  // namespace minisgl

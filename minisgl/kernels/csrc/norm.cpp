@@ -90,20 +90,19 @@ void norm_row(const T* x, const T* weight, T* out, int64_t hidden, float eps, in
 template <typename T>
 void rms_norm(const T* x, const T* weight, T* out, int64_t rows, int64_t hidden, float eps, int lanes,
               int threads) {
-#pragma omp parallel for num_threads(threads) if (rows >= 16)
-  for (int64_t r = 0; r < rows; ++r) norm_row(x + r * hidden, weight, out + r * hidden, hidden, eps, lanes);
+  parallel_for(rows, threads, rows >= 16,
+               [=](int64_t r) { norm_row(x + r * hidden, weight, out + r * hidden, hidden, eps, lanes); });
 }
 
 template <typename T>
 void fused_add_rms_norm(T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps, int lanes,
                         int threads) {
-#pragma omp parallel for num_threads(threads) if (rows >= 16)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, threads, rows >= 16, [=](int64_t r) {
     T* xr = x + r * hidden;
     T* res = residual + r * hidden;
     for (int64_t i = 0; i < hidden; ++i) res[i] = from_float<T>(to_float(xr[i]) + to_float(res[i]));
     norm_row(res, weight, xr, hidden, eps, lanes);
-  }
+  });
 }
 
 }  // namespace

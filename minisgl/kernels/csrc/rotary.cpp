@@ -34,13 +34,12 @@ void rotary_embedding(const int64_t* positions, T* q, T* k, const float* cos_cac
                       int64_t rows, int64_t q_heads, int64_t k_heads, int64_t head_dim, int64_t q_row_stride,
                       int64_t k_row_stride, int threads) {
   const int64_t half = head_dim / 2;
-#pragma omp parallel for num_threads(threads) if (rows >= 16)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, threads, rows >= 16, [=](int64_t r) {
     const float* cos = cos_cache + positions[r] * head_dim;
     const float* sin = sin_cache + positions[r] * head_dim;
     for (int64_t h = 0; h < q_heads; ++h) rotate_row(q + r * q_row_stride + h * head_dim, cos, sin, half);
     for (int64_t h = 0; h < k_heads; ++h) rotate_row(k + r * k_row_stride + h * head_dim, cos, sin, half);
-  }
+  });
 }
 
 }  // namespace

@@ -24,8 +24,7 @@ inline f32x16 load16(const float* p) {
 // The argmax keeps 16 running maxima with their indices (one per vector lane, strict > keeps each lane's
 // first), then takes the largest, lowest index on ties; the sum is a second, vectorized pass.
 void greedy_sample(const float* logits, int64_t* ids, float* logprobs, int64_t rows, int64_t vocab, int threads) {
-#pragma omp parallel for num_threads(threads) if (rows >= 2)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, threads, rows >= 2, [=](int64_t r) {
     const float* x = logits + r * vocab;
     const int64_t body = vocab / 16 * 16;
     float top = -INFINITY;
@@ -52,7 +51,7 @@ void greedy_sample(const float* logits, int64_t* ids, float* logprobs, int64_t r
     for (int64_t i = 0; i < vocab; ++i) sum += static_cast<double>(exp_approx(x[i] - top));
     ids[r] = best;
     logprobs[r] = static_cast<float>(-std::log(sum));
-  }
+  });
 }
 
 }  // namespace
