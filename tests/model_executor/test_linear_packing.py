@@ -83,8 +83,9 @@ def test_bf16_model_packs_everything_and_agrees_with_the_plain_path(bundled_sour
     from minisgl.model_executor.static_generate import decode, extend
     from minisgl.server_args import ServerArgs
 
-    runner = ModelRunner(model_config, bundled_source, ServerArgs(dtype="bfloat16", max_total_tokens=2048,
-                                                                  max_running_requests=8))
+    # quantization none: the dequantized bf16 weights (the default keeps the GGUF file's blocks instead)
+    runner = ModelRunner(model_config, bundled_source, ServerArgs(dtype="bfloat16", quantization="none",
+                                                                  max_total_tokens=2048, max_running_requests=8))
     layers = [m for m in runner.model.modules() if isinstance(m, Linear)]
     head = runner.model.logits_processor
     assert layers and all(m.packed_weight is not None for m in layers) and head.packed_lm_head is not None
