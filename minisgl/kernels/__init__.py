@@ -3,9 +3,9 @@
 On a CPU a batch-1 decode step runs hundreds of tiny torch ops (an RMSNorm alone is seven of them), and a
 batch-64 decode spent over a third of its time copying each request's K and V out of the paged pool into
 a padded batch and attending over it. These kernels do each of those jobs in one pass: RMSNorm (with the residual add fused in),
-rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots where they are, a
-linear layer over GGUF Q8_0 blocks (int8 codes with a scale per 32, never dequantized), and
-greedy sampling (argmax and its log-probability in one pass over the logits).
+rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots where they are, linear
+layers over the GGUF file's own Q4_0, Q4_1 and Q8_0 blocks (never dequantized; bfloat16 x is multiplied
+in integers), and greedy sampling (argmax and its log-probability in one pass over the logits).
 
 `load()` builds the library on first use (see build.py); `available()` says whether that worked and
 `unavailable_reason()` why not. Kernels take contiguous float32 or bfloat16 CPU tensors (`supports`);
@@ -193,10 +193,12 @@ def block_linear(raw: torch.Tensor, ggml_type: int):
     def product(x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != k:
             raise ValueError(f"{name}: x has {x.shape[-1]} columns, the weight {k}")
+        fn = fns.get(x.dtype)
+        if fn is None:
+            raise TypeError(f"{name}: x must be float32 or bfloat16, not {x.dtype}")
         x = x.contiguous()
         out = torch.empty((*x.shape[:-1], n), dtype=x.dtype)
-        fns[x.dtype](x.data_ptr(), raw.data_ptr(), out.data_ptr(), x.numel() // k, n, k, *extra,
-                     torch.get_num_threads())
+        fn(x.data_ptr(), raw.data_ptr(), out.data_ptr(), x.numel() // k, n, k, *extra, torch.get_num_threads())
         return out
 
     return product

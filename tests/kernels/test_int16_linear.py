@@ -85,3 +85,11 @@ def test_inf_or_nan_in_x_makes_its_row_nan(kind):
     x[0, 3], x[2, 50] = float("inf"), float("nan")
     got = product(x)
     assert got[0].isnan().all() and got[2].isnan().all() and not got[1].isnan().any()
+
+
+def test_a_bound_weight_refuses_x_of_another_width_or_dtype():
+    product, _ = _quantized("q4_1", 8, 64, seed=5)
+    with pytest.raises(ValueError, match="x has 32 columns, the weight 64"):
+        product(torch.ones(1, 32, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="float32 or bfloat16"):
+        product(torch.ones(1, 64, dtype=torch.float16))
