@@ -2,10 +2,11 @@
 
 On a CPU a batch-1 decode step runs hundreds of tiny torch ops (an RMSNorm alone is seven of them), and a
 batch-64 decode spent over a third of its time copying each request's K and V out of the paged pool into
-a padded batch and attending over it. These kernels do each of those jobs in one pass: RMSNorm (with the residual add fused in),
-rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots where they are, linear
-layers over the GGUF file's own Q4_0, Q4_1 and Q8_0 blocks (never dequantized; bfloat16 x is multiplied
-in integers), and greedy sampling (argmax and its log-probability in one pass over the logits).
+a padded batch and attending over it. These kernels do each of those jobs in one pass: RMSNorm (with the
+residual add fused in), rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots
+where they are, linear layers over the GGUF file's own Q4_0, Q4_1 and Q8_0 blocks (never dequantized;
+bfloat16 x is multiplied in integers), and greedy sampling (argmax and its log-probability in one pass
+over the logits).
 
 `load()` builds the library on first use (see build.py); `available()` says whether that worked and
 `unavailable_reason()` why not. Kernels take contiguous float32 or bfloat16 CPU tensors (`supports`);

@@ -79,7 +79,8 @@ struct Q4ColumnI16 {
     const bool both = 2 * p + 1 < blocks;
     _mm_prefetch(reinterpret_cast<const char*>(a) + PREFETCH, _MM_HINT_T0);
     const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + SIZE - 16));
-    const __m128i qb = both ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * SIZE - 16)) : _mm_setzero_si128();
+    const __m128i qb =
+        both ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * SIZE - 16)) : _mm_setzero_si128();
     const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
     const __m256i nibble = _mm256_set1_epi16(0x000F);
     w[0] = _mm256_and_si256(v, nibble);
@@ -95,19 +96,19 @@ struct Q4ColumnI16 {
                   ? _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dm), _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3))
                   : _mm256_mul_ps(*scale, _mm256_set1_ps(-8.f));
   }
+  // each lane: 8 products of at most 15 * 32767, exact in int32 and in float
   static __m256i dot(const __m256i* w, const int16_t* xq) {
     const __m256i* xv = reinterpret_cast<const __m256i*>(xq);
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+#if defined(DPWSSD)
     const __m256i zero = _mm256_setzero_si256();
     const __m256i a = DPWSSD(DPWSSD(zero, w[0], _mm256_loadu_si256(xv)), w[1], _mm256_loadu_si256(xv + 1));
-    const __m256i b = DPWSSD(DPWSSD(a, w[2], _mm256_loadu_si256(xv + 2)), w[3], _mm256_loadu_si256(xv + 3));
-    return b;
+    return DPWSSD(DPWSSD(a, w[2], _mm256_loadu_si256(xv + 2)), w[3], _mm256_loadu_si256(xv + 3));
 #else
     const __m256i a = _mm256_add_epi32(_mm256_madd_epi16(w[0], _mm256_loadu_si256(xv)),
                                        _mm256_madd_epi16(w[1], _mm256_loadu_si256(xv + 1)));
     const __m256i b = _mm256_add_epi32(_mm256_madd_epi16(w[2], _mm256_loadu_si256(xv + 2)),
                                        _mm256_madd_epi16(w[3], _mm256_loadu_si256(xv + 3)));
-    return _mm256_add_epi32(a, b);  // each lane: 8 products of at most 15 * 32767, exact in float too
+    return _mm256_add_epi32(a, b);
 #endif
   }
 };

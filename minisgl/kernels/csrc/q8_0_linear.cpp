@@ -69,9 +69,10 @@ struct Q8ColumnI16 {
     const __m128 ab = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(halves)));
     *scale = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(ab), _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1));
   }
+  // each lane: 8 products of at most 127 * 32767, beyond 2^24: made float, it rounds once (as a product)
   static __m256i dot(const __m256i* w, const int16_t* xq) {
     const __m256i* xv = reinterpret_cast<const __m256i*>(xq);
-#if defined(__AVXVNNI__) || (defined(__AVX512VNNI__) && defined(__AVX512VL__))
+#if defined(DPWSSD)
     const __m256i zero = _mm256_setzero_si256();
     const __m256i a = DPWSSD(DPWSSD(zero, w[0], _mm256_loadu_si256(xv)), w[1], _mm256_loadu_si256(xv + 1));
     const __m256i b = DPWSSD(DPWSSD(zero, w[2], _mm256_loadu_si256(xv + 2)), w[3], _mm256_loadu_si256(xv + 3));
@@ -81,7 +82,6 @@ struct Q8ColumnI16 {
                                        _mm256_madd_epi16(w[1], _mm256_loadu_si256(xv + 1)));
     const __m256i b = _mm256_add_epi32(_mm256_madd_epi16(w[2], _mm256_loadu_si256(xv + 2)),
                                        _mm256_madd_epi16(w[3], _mm256_loadu_si256(xv + 3)));
-    // each lane: 8 products of at most 127 * 32767, beyond 2^24: made float, it rounds once (as a product)
     return _mm256_hadd_epi32(a, b);
 #endif
   }
