@@ -167,11 +167,12 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
             continue
         parts = model.checkpoint_names(f"{name}.weight")
         types = [tensors[p][0] if p in tensors else None for p in parts]
-        fused = fuse_q4([tensors[p] for p in parts]) if cpu_kernels and all(t in INT4_TYPES for t in types) else None
-        if cpu_kernels and fused is not None:  # the C++ kernels are on: they take Q4 blocks too
+        all_q4 = all(t in INT4_TYPES for t in types)
+        fused = fuse_q4([tensors[p] for p in parts]) if cpu_kernels and all_q4 else None  # None: torch's int4
+        if fused is not None:  # the C++ kernels are on: they take Q4 blocks too
             layer = GGUFQ4Linear(fused[1], fused[0], module.bias)
             swapped["int4"] += 1
-        elif all(t in INT4_TYPES for t in types):
+        elif all_q4:
             layer = GGUFInt4Linear(Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0]) for p in parts]),
                                    module.bias, dtype)
             swapped["int4"] += 1
