@@ -23,7 +23,7 @@ constexpr int ROWS = 8;  // rows of x per pass over a weight column
 // How far ahead of the block being multiplied its weight's bytes are asked for (a software prefetch): the
 // columns lie one after another, so this is one stream; without it batch-1 products waited on memory
 // (a logits product ran at 5.7 GB/s, with it at 9 to 11).
-constexpr int PREFETCH = 4096;
+constexpr int PREFETCH = 65536;
 
 inline uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
