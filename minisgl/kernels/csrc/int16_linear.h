@@ -38,6 +38,23 @@ namespace minisgl {
 #define DPWSSD _mm256_dpwssd_avx_epi32
 #endif
 
+// A pair's four int16 weight vectors times x's, in int32 lanes: `first` sums vectors 0 and 1, `second`
+// vectors 2 and 3 (each lane four products; madd multiplies neighbouring int16 and adds them, dpwssd adds
+// to what it is given as well). Each Column combines the two its own way.
+inline void pair_products(const __m256i* w, const int16_t* xq, __m256i* first, __m256i* second) {
+  const __m256i* xv = reinterpret_cast<const __m256i*>(xq);
+#if defined(DPWSSD)
+  const __m256i zero = _mm256_setzero_si256();
+  *first = DPWSSD(DPWSSD(zero, w[0], _mm256_loadu_si256(xv)), w[1], _mm256_loadu_si256(xv + 1));
+  *second = DPWSSD(DPWSSD(zero, w[2], _mm256_loadu_si256(xv + 2)), w[3], _mm256_loadu_si256(xv + 3));
+#else
+  *first = _mm256_add_epi32(_mm256_madd_epi16(w[0], _mm256_loadu_si256(xv)),
+                            _mm256_madd_epi16(w[1], _mm256_loadu_si256(xv + 1)));
+  *second = _mm256_add_epi32(_mm256_madd_epi16(w[2], _mm256_loadu_si256(xv + 2)),
+                             _mm256_madd_epi16(w[3], _mm256_loadu_si256(xv + 3)));
+#endif
+}
+
 constexpr int I16_ROWS = 4;  // rows of x per pass over a weight column: 2 accumulators each, 16 registers
 
 // x's rows in the Column's order: per row and pair of blocks, 64 int16 codes, and per int32 lane the

@@ -98,18 +98,9 @@ struct Q4ColumnI16 {
   }
   // each lane: 8 products of at most 15 * 32767, exact in int32 and in float
   static __m256i dot(const __m256i* w, const int16_t* xq) {
-    const __m256i* xv = reinterpret_cast<const __m256i*>(xq);
-#if defined(DPWSSD)
-    const __m256i zero = _mm256_setzero_si256();
-    const __m256i a = DPWSSD(DPWSSD(zero, w[0], _mm256_loadu_si256(xv)), w[1], _mm256_loadu_si256(xv + 1));
-    return DPWSSD(DPWSSD(a, w[2], _mm256_loadu_si256(xv + 2)), w[3], _mm256_loadu_si256(xv + 3));
-#else
-    const __m256i a = _mm256_add_epi32(_mm256_madd_epi16(w[0], _mm256_loadu_si256(xv)),
-                                       _mm256_madd_epi16(w[1], _mm256_loadu_si256(xv + 1)));
-    const __m256i b = _mm256_add_epi32(_mm256_madd_epi16(w[2], _mm256_loadu_si256(xv + 2)),
-                                       _mm256_madd_epi16(w[3], _mm256_loadu_si256(xv + 3)));
+    __m256i a, b;
+    pair_products(w, xq, &a, &b);
     return _mm256_add_epi32(a, b);
-#endif
   }
 };
 #endif
