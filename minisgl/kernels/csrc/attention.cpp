@@ -50,11 +50,9 @@ void attend(const T* q, const T* k_buffer, const T* v_buffer, T* out, const int6
     float* sh = scores + h * len;
     float top = -INFINITY, sum = 0.f;
     for (int64_t t = 0; t < len; ++t) top = sh[t] > top ? sh[t] : top;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t t = 0; t < len; ++t) {
-      sh[t] = exp_approx(sh[t] - top);
-      sum += sh[t];
-    }
+#pragma omp simd
+    for (int64_t t = 0; t < len; ++t) sh[t] = exp_approx(sh[t] - top);
+    for (int64_t t = 0; t < len; ++t) sum += sh[t];  // in order, on every CPU
     for (int64_t t = 0; t < len; ++t) sh[t] /= sum;
   }
   for (int64_t i = 0; i < q_heads * head_dim; ++i) acc[i] = 0.f;
