@@ -32,7 +32,8 @@ template <> inline uint16_t from_float<uint16_t>(float f) {
 }
 
 // e^x in float32 to about 2 ulp, written so the compiler can vectorize it (a call to expf cannot be,
-// unless -ffast-math, which would also loosen every other float operation here): x = n*ln2 + r with
+// unless -ffast-math, which would also loosen every other float operation here; its clamps need
+// -fno-trapping-math, kernels/build.py): x = n*ln2 + r with
 // |r| <= ln2/2, e^r by its Taylor polynomial to r^7, and 2^n put straight into the exponent bits.
 // Past 88.7 it overflows to inf, as expf does (silu(-89) is -0 in torch); n = 128 has no exponent
 // bits of its own, so that one is 2^127 * 2.
