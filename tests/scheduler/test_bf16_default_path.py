@@ -4,7 +4,9 @@
 bfloat16 keeps 8 bits of mantissa, so two engines that add the same numbers in another order can pick
 different tokens where the two best candidates are nearly tied. The promise, tested here against
 transformers' own bfloat16 run on the same weights: greedy tokens are equal up to the first near-tie, and
-where they part, the two tokens chosen are float32's two best candidates, less than NEAR_TIE apart.
+where they part, each of the two tokens chosen is within NEAR_TIE of float32's best candidate. A near-tie
+can hold more than two: on an AVX2-only CPU one parting was among float32's best three, 0.18 apart in all
+(the engines' sums, and so their roundings, follow the CPU's vector width).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from tests.conftest import NEW_TOKENS
 
 pytestmark = pytest.mark.slow
 
-NEAR_TIE = 0.5  # float32 logits; the partings measured on these prompts were 0.04 to 0.23 apart
+NEAR_TIE = 0.5  # float32 logits; the partings measured on these prompts were 0.04 to 0.28 below the best
 GREEDY = {"max_new_tokens": NEW_TOKENS, "ignore_eos": True, "temperature": 0}
 
 
@@ -80,10 +82,8 @@ def test_bf16_greedy_parts_from_transformers_bf16_only_at_near_ties(
             continue
         with torch.inference_mode():
             logits = hf_model_fp32(torch.tensor([prompt + ours[:k]])).logits[0, -1].float()
-        best_two = set(logits.topk(2).indices.tolist())
-        assert {ours[k], theirs[k]} == best_two, (
-            f"token {k}: {ours[k]} vs {theirs[k]} are not float32's best two"
-        )
-        gap = abs(float(logits[ours[k]] - logits[theirs[k]]))
-        assert gap < NEAR_TIE, f"token {k}: parted {gap:.3f} apart in float32, not a near-tie"
+        best = float(logits.max())
+        for token in (ours[k], theirs[k]):
+            gap = best - float(logits[token])
+            assert gap < NEAR_TIE, f"token {k}: {token} is {gap:.3f} below float32's best, not a near-tie"
     assert equal >= 1  # a bf16 path broken outright would part at once on every prompt
