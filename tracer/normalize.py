@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import accumulate, groupby
 from typing import Any
 
 from tracer.event import Event
@@ -81,6 +82,10 @@ SHARED_PROCS = ("tokenizer_manager", "data_parallel_controller", "detokenizer")
 LOAD_PROBES = frozenset({"GetLoadReq", "GetLoadReqOutput"})
 
 
+def rid_key(rec: dict[str, Any]) -> str:
+    return rec.get("rid") or ",".join(rec.get("rids") or [])
+
+
 def served_summary_text(trace: Trace) -> str:
     """summary_text for a run of the real server with several requests in flight (the served scenarios
     with goldens): the HTTP server + TokenizerManager, the DataParallelController and the detokenizer list
@@ -94,7 +99,7 @@ def served_summary_text(trace: Trace) -> str:
         i, rec = item
         if rec["proc"] not in SHARED_PROCS:
             return rec["proc"], "", 0, "", i
-        rid = rec.get("rid") or ",".join(rec.get("rids") or [])
+        rid = rid_key(rec)
         if not rid and (rec.get("attrs") or {}).get("msg") in LOAD_PROBES:
             # load polls and reports (several schedulers answer, on their own clocks): how many is the engine's
             # logic, their order among themselves and beside other rid-less messages is not
@@ -102,8 +107,38 @@ def served_summary_text(trace: Trace) -> str:
         return rec["proc"], rid, 0, "", i
 
     order = {proc: n for n, proc in enumerate(dict.fromkeys(rec["proc"] for rec in recs))}
-    ranked = sorted(enumerate(recs), key=lambda item: (order[item[1]["proc"]], *key(item)[1:]))
-    return "".join(event_line(rec) + "\n" for _, rec in ranked)
+    ranked = [rec for _, rec in sorted(enumerate(recs), key=lambda item: (order[item[1]["proc"]], *key(item)[1:]))]
+    out: list[dict[str, Any]] = []
+    for (proc, rid), group in groupby(ranked, key=lambda rec: (rec["proc"], rid_key(rec))):
+        group = list(group)
+        out += delivery_order(group) if proc == "tokenizer_manager" and rid else group
+    return "".join(event_line(rec) + "\n" for rec in out)
+
+
+def delivery_order(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One request's events in the TokenizerManager, which two asyncio tasks write: the receive loop
+    (tm.waiter_woken, with the text it delivered) and the request's handler (http.sse_chunk, ...). When both
+    are ready, which writes first follows the clock, so each handler event is listed after the wake that
+    delivered its text (an SSE chunk: the first wake whose text, added up, covers the chunks' text so far;
+    another event: the last wake written before it), and before the next receive. Each task keeps its own
+    order."""
+    delivered = list(accumulate(len(rec["attrs"]["delta_text"]) for rec in recs if rec["name"] == "tm.waiter_woken"))
+    if not delivered:
+        return recs
+    keyed, wakes, sent, at = [], 0, 0, 0
+    for i, rec in enumerate(recs):
+        if rec["name"] in ("ipc.recv", "tm.waiter_woken"):  # the loop: a receive, then the wake it causes
+            wakes += rec["name"] == "tm.waiter_woken"
+            keyed.append(((wakes + (rec["name"] == "ipc.recv"), 0, i), rec))
+            continue
+        attrs = rec.get("attrs") or {}
+        if rec["name"] == "http.sse_chunk" and "delta" in attrs:
+            sent += len(attrs["delta"])
+            at = max(at, next((n + 1 for n, text in enumerate(delivered) if text >= sent), len(delivered)))
+        else:
+            at = max(at, wakes)
+        keyed.append(((at, 1, i), rec))
+    return [rec for _, rec in sorted(keyed, key=lambda item: item[0])]
 
 # what differs between two runs of a prefill/decode pair behind the router, beyond one server's run
 ENDPOINT = re.compile(r"^(tcp://[^:]+):\d+$")  # the bootstrap server's and the decode side's free ports
