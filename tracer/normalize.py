@@ -122,7 +122,8 @@ def delivery_order(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     delivered its text (an SSE chunk: the first wake whose text, added up, covers the chunks' text so far;
     another event: the last wake written before it), and before the next receive. Each task keeps its own
     order."""
-    delivered = list(accumulate(len(rec["attrs"]["delta_text"]) for rec in recs if rec["name"] == "tm.waiter_woken"))
+    texts = [(rec.get("attrs") or {}).get("delta_text") or "" for rec in recs if rec["name"] == "tm.waiter_woken"]
+    delivered = list(accumulate(len(text) for text in texts))
     if not delivered:
         return recs
     keyed, wakes, sent, at = [], 0, 0, 0
@@ -139,6 +140,7 @@ def delivery_order(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             at = max(at, wakes)
         keyed.append(((at, 1, i), rec))
     return [rec for _, rec in sorted(keyed, key=lambda item: item[0])]
+
 
 # what differs between two runs of a prefill/decode pair behind the router, beyond one server's run
 ENDPOINT = re.compile(r"^(tcp://[^:]+):\d+$")  # the bootstrap server's and the decode side's free ports
