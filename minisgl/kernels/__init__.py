@@ -41,7 +41,11 @@ _SIGNATURES = {
     "decode_attention": [_P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, _F, _N],
     "q8_0_linear": [_P, _P, _P, _I, _I, _I, _N],
     "q4_linear": [_P, _P, _P, _I, _I, _I, _N, _N],
+    "kv_write": [_P, _P, _P, _I, _I, _I],
+    "q8_0_embedding": [_P, _P, _P, _I, _I],
 }
+# what a decode step records while kernels/graph.py captures it; None otherwise
+_recorder = None
 
 
 def load() -> bool:
@@ -57,6 +61,8 @@ def load() -> bool:
                     _fns[name, dtype] = fn
             lib.greedy_sample_f32.argtypes, lib.greedy_sample_f32.restype = [_P, _P, _P, _I, _I, _N], None
             _fns["greedy_sample", torch.float32] = lib.greedy_sample_f32  # logits are float32 only
+            lib.bf16_to_f32.argtypes, lib.bf16_to_f32.restype = [_P, _P, _I], None
+            _fns["bf16_to_f32", torch.bfloat16] = lib.bf16_to_f32
             _lib = lib
             found = sum_lanes()  # after _lib is set: it runs the kernel
             if found is None:
@@ -84,6 +90,14 @@ def _fn(name: str, dtype: torch.dtype):
     return _fns[name, dtype]
 
 
+def _run(name: str, dtype: torch.dtype, *args, keep: tuple[torch.Tensor, ...] = ()) -> None:
+    """Call one kernel; while a decode step is being recorded (kernels/graph.py), also note the call and keep
+    the tensors whose memory its pointers name (`keep`) alive for the graph's replays."""
+    _fns[name, dtype](*args)
+    if _recorder is not None:
+        _recorder.add(name, dtype, args, keep)
+
+
 def _rows(x: torch.Tensor) -> int:
     return x.numel() // x.shape[-1]
 
@@ -102,16 +116,16 @@ def sum_lanes(candidates: tuple[int, ...] = _LANES) -> int | None:
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, lanes: int | None = None) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
-    _fn("rms_norm", x.dtype)(x.data_ptr(), weight.data_ptr(), out.data_ptr(), _rows(x), x.shape[-1], eps,
-                             lanes or _lanes, torch.get_num_threads())
+    _run("rms_norm", x.dtype, x.data_ptr(), weight.data_ptr(), out.data_ptr(), _rows(x), x.shape[-1], eps,
+         lanes or _lanes, torch.get_num_threads(), keep=(x, weight, out))
     return out
 
 
 def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
     """In place: residual += x, then x = rms_norm(residual). Both must be contiguous."""
     assert x.is_contiguous() and residual.is_contiguous() and x.shape == residual.shape
-    _fn("fused_add_rms_norm", x.dtype)(x.data_ptr(), residual.data_ptr(), weight.data_ptr(), _rows(x),
-                                       x.shape[-1], eps, _lanes, torch.get_num_threads())
+    _run("fused_add_rms_norm", x.dtype, x.data_ptr(), residual.data_ptr(), weight.data_ptr(), _rows(x),
+         x.shape[-1], eps, _lanes, torch.get_num_threads(), keep=(x, residual, weight))
 
 
 def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_cache: torch.Tensor,
@@ -121,17 +135,17 @@ def rotary_embedding(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, 
     head_dim = q.shape[-1]
     assert q.stride(-1) == 1 and q.stride(-2) == head_dim and k.stride(-1) == 1 and k.stride(-2) == head_dim
     assert positions.dtype == torch.int64 and positions.is_contiguous() and cos_cache.dtype == torch.float32
-    _fn("rotary_embedding", q.dtype)(positions.data_ptr(), q.data_ptr(), k.data_ptr(), cos_cache.data_ptr(),
-                                     sin_cache.data_ptr(), q.shape[0], q.shape[1], k.shape[1], head_dim,
-                                     q.stride(0), k.stride(0), torch.get_num_threads())
+    _run("rotary_embedding", q.dtype, positions.data_ptr(), q.data_ptr(), k.data_ptr(), cos_cache.data_ptr(),
+         sin_cache.data_ptr(), q.shape[0], q.shape[1], k.shape[1], head_dim, q.stride(0), k.stride(0),
+         torch.get_num_threads(), keep=(positions, q, k, cos_cache, sin_cache))
 
 
 def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
     gate_up = gate_up.contiguous()
     inter = gate_up.shape[-1] // 2
     out = torch.empty((*gate_up.shape[:-1], inter), dtype=gate_up.dtype)
-    _fn("silu_and_mul", gate_up.dtype)(gate_up.data_ptr(), out.data_ptr(), _rows(gate_up), inter,
-                                       torch.get_num_threads())
+    _run("silu_and_mul", gate_up.dtype, gate_up.data_ptr(), out.data_ptr(), _rows(gate_up), inter,
+         torch.get_num_threads(), keep=(gate_up, out))
     return out
 
 
@@ -144,10 +158,10 @@ def decode_attention(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Te
     assert req_to_token.dtype == req_pool_indices.dtype == seq_lens.dtype == torch.int64
     assert req_to_token.is_contiguous() and req_pool_indices.is_contiguous() and seq_lens.is_contiguous()
     out = torch.empty((batch, heads, head_dim), dtype=q.dtype)
-    _fn("decode_attention", q.dtype)(q.data_ptr(), k_buffer.data_ptr(), v_buffer.data_ptr(), out.data_ptr(),
-                                     req_to_token.data_ptr(), req_pool_indices.data_ptr(), seq_lens.data_ptr(),
-                                     batch, heads, k_buffer.shape[1], head_dim, q.stride(0),
-                                     req_to_token.shape[1], scale, torch.get_num_threads())
+    _run("decode_attention", q.dtype, q.data_ptr(), k_buffer.data_ptr(), v_buffer.data_ptr(), out.data_ptr(),
+         req_to_token.data_ptr(), req_pool_indices.data_ptr(), seq_lens.data_ptr(), batch, heads, k_buffer.shape[1],
+         head_dim, q.stride(0), req_to_token.shape[1], scale, torch.get_num_threads(),
+         keep=(q, k_buffer, v_buffer, out, req_to_token, req_pool_indices, seq_lens))
     return out
 
 
@@ -188,18 +202,50 @@ def block_linear(raw: torch.Tensor, ggml_type: int):
     assert raw.shape[1] % BLOCK_BYTES[ggml_type] == 0
     n, k = raw.shape[0], raw.shape[1] // BLOCK_BYTES[ggml_type] * 32
     name = "q8_0_linear" if ggml_type == Q8_0 else "q4_linear"
-    fns = {dtype: _fns[name, dtype] for dtype in _SUFFIX}
     extra = () if ggml_type == Q8_0 else (ggml_type,)
 
     def product(x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != k:
             raise ValueError(f"{name}: x has {x.shape[-1]} columns, the weight {k}")
-        fn = fns.get(x.dtype)
-        if fn is None:
+        if x.dtype not in _SUFFIX:
             raise TypeError(f"{name}: x must be float32 or bfloat16, not {x.dtype}")
         x = x.contiguous()
         out = torch.empty((*x.shape[:-1], n), dtype=x.dtype)
-        fn(x.data_ptr(), raw.data_ptr(), out.data_ptr(), x.numel() // k, n, k, *extra, torch.get_num_threads())
+        _run(name, x.dtype, x.data_ptr(), raw.data_ptr(), out.data_ptr(), x.numel() // k, n, k, *extra,
+             torch.get_num_threads(), keep=(x, raw, out))
         return out
 
     return product
+
+
+# ---- the parts of a decode step that were torch ops between kernels (csrc/graph.cpp) ------------------
+def kv_write(pool: torch.Tensor, loc: torch.Tensor, rows: torch.Tensor) -> None:
+    """pool[loc[i]] = rows[i], as pool.index_copy_(0, loc, rows). pool: one layer's [slots, kv_heads, D];
+    rows: [T, kv_heads, D] of the pool's dtype, each row contiguous (rows may be strided); loc: int64."""
+    width, loc = pool[0].numel(), loc.contiguous()
+    if rows.stride(-1) != 1 or (rows.dim() > 2 and rows.stride(-2) != rows.shape[-1]):
+        rows = rows.contiguous()
+    assert pool.is_contiguous() and rows.dtype == pool.dtype and loc.dtype == torch.int64
+    assert rows.shape[0] == loc.numel() and rows[0].numel() == width
+    _run("kv_write", pool.dtype, rows.data_ptr(), pool.data_ptr(), loc.data_ptr(), rows.shape[0], width,
+         rows.stride(0), keep=(rows, pool, loc))
+
+
+def q8_0_embedding(ids: torch.Tensor, raw: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Rows `ids` of a Q8_0 table (raw uint8 [vocab, dim / 32 * 34]), each value d * q, in `dtype`."""
+    ids = ids.contiguous()
+    assert ids.dtype == torch.int64 and raw.dtype == torch.uint8 and raw.is_contiguous()
+    dim = raw.shape[1] // BLOCK_BYTES[Q8_0] * 32
+    out = torch.empty((*ids.shape, dim), dtype=dtype)
+    _run("q8_0_embedding", dtype, ids.data_ptr(), raw.data_ptr(), out.data_ptr(), ids.numel(), dim,
+         keep=(ids, raw, out))
+    return out
+
+
+def bf16_to_f32(x: torch.Tensor) -> torch.Tensor:
+    """x.float() for a bfloat16 tensor (exact)."""
+    x = x.contiguous()
+    assert x.dtype == torch.bfloat16
+    out = torch.empty(x.shape, dtype=torch.float32)
+    _run("bf16_to_f32", torch.bfloat16, x.data_ptr(), out.data_ptr(), x.numel(), keep=(x, out))
+    return out

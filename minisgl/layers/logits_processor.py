@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minisgl import kernels
 from minisgl.distributed.communication_op import tensor_model_parallel_all_gather
 from minisgl.distributed.parallel_state import get_tensor_model_parallel_world_size
 from minisgl.layers.linear import pack_weight, packed_linear
@@ -62,7 +63,8 @@ class LogitsProcessor(nn.Module):
         return F.linear(hidden_states, lm_head_weight)
 
     def _project_quantized(self, hidden_states: torch.Tensor, lm_head_weight: None) -> torch.Tensor:
-        return self.quantized_lm_head.matmul(hidden_states)
+        logits = self.quantized_lm_head.matmul(hidden_states)  # the C++ kernel's: it makes them float32 too
+        return kernels.bf16_to_f32(logits) if logits.dtype == torch.bfloat16 else logits
 
     def _project_packed(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
         return packed_linear(hidden_states, self._packed_lm_head, None)

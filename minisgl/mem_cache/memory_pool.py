@@ -14,6 +14,8 @@ import math
 
 import torch
 
+from minisgl import kernels
+
 
 class KVCacheExhausted(RuntimeError):
     """Raised when more KV slots (or request slots) are asked for than are free."""
@@ -94,6 +96,7 @@ class TokenToKVPool:
         self.v_buffer = [zeros(shape, dtype, device) for _ in range(num_layers)]
         self._is_free = torch.ones(size + 1, dtype=torch.bool)
         self._is_free[0] = False
+        self.use_kernel = False  # the model runner turns the C++ kv_write on with the other CPU kernels
         self.clear()
 
     # ---- allocator -------------------------------------------------------------------------------
@@ -136,6 +139,10 @@ class TokenToKVPool:
 
     # ---- K/V access ------------------------------------------------------------------------------
     def set_kv_buffer(self, layer_id: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        if self.use_kernel and k.dtype == v.dtype == self.dtype and loc.dtype == torch.int64:
+            kernels.kv_write(self.k_buffer[layer_id], loc, k)  # the same copy, one C call (no torch op)
+            kernels.kv_write(self.v_buffer[layer_id], loc, v)
+            return
         self.k_buffer[layer_id].index_copy_(0, loc, k.to(self.dtype))  # row i of k goes to slot loc[i]
         self.v_buffer[layer_id].index_copy_(0, loc, v.to(self.dtype))
 

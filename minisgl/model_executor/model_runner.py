@@ -23,6 +23,7 @@ from minisgl.layers.attention.torch_native_backend import TorchNativeAttnBackend
 from minisgl.layers.custom_op import CustomOp
 from minisgl.layers.quantization.gguf import check_supported, quantize_linears
 from minisgl.mem_cache.memory_pool import ReqToTokenPool, TokenToKVPool
+from minisgl.model_executor.cpu_graph_runner import CpuGraphRunner
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 from minisgl.model_loader.loader import ModelSource, iter_weights
 from minisgl.models.registry import ModelRegistry
@@ -74,6 +75,10 @@ class ModelRunner:
         self.verify_model = self._verify_model()  # after the kernel choice, which its module objects copy
         self.attn_backend = create_attn_backend(self.use_cpu_kernels)
         logger.info("attention backend: %r", self.attn_backend)
+        self.token_to_kv_pool.use_kernel = self.use_cpu_kernels
+        why_not = CpuGraphRunner.why_not(self)  # DECODE forwards replayed from a recording (cpu_graph_runner.py)
+        self.graph_runner = CpuGraphRunner(self) if why_not is None else None
+        logger.info("cpu graph: %s", "on" if why_not is None else f"off ({why_not})")
 
     def _verify_model(self) -> torch.nn.Module | None:
         """With speculative decoding in float32 on the CPU: the model's weights packed once more, for
@@ -156,6 +161,13 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, forward_batch: ForwardBatch) -> torch.Tensor:
         """Returns float32 logits: one row per request (its last row in EXTEND/MIXED); every row in TARGET_VERIFY."""
+        if self.graph_runner is not None and self.graph_runner.can_run(forward_batch):
+            return self.graph_runner.forward(forward_batch)
+        return self.forward_eager(forward_batch)
+
+    @torch.inference_mode()
+    def forward_eager(self, forward_batch: ForwardBatch) -> torch.Tensor:
+        """The forward pass layer by layer, in Python (what a graph records)."""
         forward_batch.attn_backend = self.attn_backend
         self.attn_backend.init_forward_metadata(forward_batch)
         verify = self.verify_model is not None and forward_batch.forward_mode.is_target_verify()

@@ -1,0 +1,118 @@
+"""CpuGraphRunner: DECODE forwards replayed from a recording, the CPU's counterpart of SGLang's CudaGraphRunner.
+
+SGLang captures the decode forward of each batch size as a CUDA graph once, with its inputs in fixed
+("static") buffers; each later decode round copies its inputs into those buffers and replays the graph,
+so the GPU runs the whole step without waiting on Python to launch each kernel. On a CPU the cost is the
+same in kind: with a 135M model a batch-1 decode step spent about as long in Python (choosing the next
+layer, making tensors, converting kernel arguments) as in the C++ kernels themselves.
+
+Here a graph is the list of C++ kernel calls of one decode forward (kernels/graph.py records them, and
+csrc/graph.cpp replays them in one call):
+1. capture: the first DECODE round of a batch size runs the ordinary forward on static copies of its
+   inputs (token ids, positions, KV slots, request rows, lengths) while every kernel call is recorded;
+   that forward's logits are the round's answer.
+2. check: the next round of that size replays the graph and also runs the ordinary forward, on new
+   inputs, and compares the two logits bit for bit. A torch op left in the forward (a layer without a
+   kernel, a component a lab replaced) would be missing from the replay and show up here: the runner then
+   turns itself off with a warning and every forward is the ordinary one.
+3. replay: every later round copies its inputs into the static buffers and replays.
+
+It runs where every op of the decode forward has a kernel: the C++ kernels on, GGUF blocks kept
+(--quantization gguf, which is also the default for a .gguf model in bfloat16), one tensor-parallel rank.
+--disable-cpu-graph turns it off; --cpu-graph-max-bs caps the batch sizes it records (SGLang's
+--disable-cuda-graph and --cuda-graph-max-bs). Graphs are kept per (batch size, thread count).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from minisgl.kernels import graph as kernel_graph
+from minisgl.model_executor.forward_batch_info import ForwardBatch
+
+if TYPE_CHECKING:
+    from minisgl.model_executor.model_runner import ModelRunner
+
+logger = logging.getLogger(__name__)
+
+_INPUTS = ("input_ids", "positions", "out_cache_loc", "req_pool_indices", "seq_lens")
+
+
+@dataclass
+class _Graph:
+    inputs: ForwardBatch  # the static buffers the recorded calls read
+    graph: kernel_graph.KernelGraph
+    logits: torch.Tensor  # where the replay leaves the logits
+    checked: bool = False
+
+
+class CpuGraphRunner:
+    def __init__(self, model_runner: ModelRunner):
+        self.model_runner = model_runner
+        self.max_bs = model_runner.server_args.cpu_graph_max_bs
+        self.graphs: dict[tuple[int, int], _Graph] = {}
+        self.disabled_reason: str | None = None
+        self.replays = 0
+
+    @staticmethod
+    def why_not(model_runner: ModelRunner) -> str | None:
+        """Why this runner cannot replay the model's decode forwards at all; None where it can."""
+        args = model_runner.server_args
+        if args.disable_cpu_graph:
+            return "--disable-cpu-graph"
+        if args.cpu_graph_max_bs < 1:
+            return "--cpu-graph-max-bs is below 1"
+        if not model_runner.use_cpu_kernels:
+            return "the C++ kernels are off"
+        if model_runner.tp_size > 1:
+            return "tensor parallelism (the all-reduce is not a kernel)"
+        if getattr(model_runner.model.logits_processor, "quantized_lm_head", None) is None:
+            return "the logits are a torch product (GGUF blocks are not kept: --quantization none)"
+        return None
+
+    def can_run(self, forward_batch: ForwardBatch) -> bool:
+        return (self.disabled_reason is None and forward_batch.forward_mode.is_decode()
+                and forward_batch.batch_size <= self.max_bs)
+
+    def forward(self, forward_batch: ForwardBatch) -> torch.Tensor:
+        key = (forward_batch.batch_size, torch.get_num_threads())
+        entry = self.graphs.get(key)
+        if entry is None:
+            entry, logits = self._capture(forward_batch)
+            self.graphs[key] = entry
+            return logits
+        for name in _INPUTS:
+            getattr(entry.inputs, name).copy_(getattr(forward_batch, name))
+        entry.graph.replay()
+        self.replays += 1
+        logits = entry.logits.clone()  # the next replay overwrites the static one
+        if not entry.checked:
+            return self._check(entry, logits, forward_batch)
+        return logits
+
+    def _capture(self, forward_batch: ForwardBatch) -> tuple[_Graph, torch.Tensor]:
+        static = replace(forward_batch, **{name: getattr(forward_batch, name).clone() for name in _INPUTS},
+                         seq_lens_cpu=list(forward_batch.seq_lens_cpu))
+        with kernel_graph.record() as recorder:
+            logits = self.model_runner.forward_eager(static)
+        entry = _Graph(static, recorder.graph(), logits)
+        logger.info("cpu graph: recorded the decode forward of batch size %d, %d threads: %d kernel calls",
+                    forward_batch.batch_size, torch.get_num_threads(), len(entry.graph))
+        return entry, logits.clone()
+
+    def _check(self, entry: _Graph, replayed: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
+        """The ordinary forward on the same inputs; it also rewrites the round's KV rows, so the pool holds
+        what the ordinary forward wrote whatever the replay did."""
+        eager = self.model_runner.forward_eager(forward_batch)
+        if torch.equal(replayed, eager):
+            entry.checked = True
+            return replayed
+        self.disabled_reason = ("its replay of batch size %d differed from the ordinary forward: some op of the "
+                                "decode forward has no C++ kernel" % forward_batch.batch_size)
+        logger.warning("cpu graph off: %s", self.disabled_reason)
+        self.graphs.clear()
+        return eager
