@@ -74,6 +74,9 @@ class ServerArgs:
             raise ValueError(f"--device must be cpu, cuda or npu, not {self.device!r}")
         if self.cpu_kernels not in ("auto", "on", "off"):
             raise ValueError(f"--cpu-kernels must be auto, on or off, not {self.cpu_kernels!r}")
+        if self.cpu_graph_max_bs < 1:
+            raise ValueError(f"--cpu-graph-max-bs must be at least 1, not {self.cpu_graph_max_bs} "
+                             "(--disable-cpu-graph turns the cpu graph off)")
         if self.quantization not in (None, "none", "gguf"):
             raise ValueError(f"--quantization must be none or gguf, not {self.quantization!r}")
         if self.quantization == "gguf" and self.dtype == "float32":
