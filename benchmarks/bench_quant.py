@@ -13,7 +13,8 @@ greedy agreement, memory.
   llama-cpp-python installed, which is never a dependency of minisgl; build one outside the repository
   with `python3 -m venv ENV && ENV/bin/pip install llama-cpp-python`, which compiles llama.cpp). Each
   repeat starts that Python, which loads the file, evaluates the same prompt ids and times the same
-  number of greedy one-token steps; it is interleaved with minisgl's batch-1 --quantization gguf run;
+  number of greedy one-token steps; it is interleaved with minisgl's batch-1 --quantization gguf run (its
+  decode rounds replayed from the cpu graph) and the same weights run layer by layer (--disable-cpu-graph);
 - greedy agreement on the five chat prompts of tests/conftest.py, --new-tokens each, one prompt at a
   time: the share of positions where the gguf model's token equals the dequantized bf16 model's, and the
   share before the first difference (after one, the two continue from different texts). The dequantized
@@ -30,6 +31,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -216,13 +218,20 @@ def main(argv=None) -> int:
         print(f"{line}  {busy}", flush=True)
 
     if args.llama_python:
+        # minisgl as it runs (its decode rounds replayed from a cpu graph, where one is on), the same weights
+        # layer by layer (--disable-cpu-graph), and llama.cpp
+        eager = ModelRunner(q.model_config, q.source, replace(q.server_args, disable_cpu_graph=True), model=q.model)
         res = measure([lambda: engine_decode(q, [base], args.decode_rounds)[0],
+                       lambda: engine_decode(eager, [base], args.decode_rounds)[0],
                        lambda: llama_decode(args.llama_python, src.path, threads, base, args.decode_rounds)],
                       args.repeats, "median")
-        ours, theirs = (args.decode_rounds / s for s, _ in res)
+        ours, layered, theirs = (args.decode_rounds / s for s, _ in res)
+        graph = "on" if q.graph_runner is not None else "off"
         print(f"\nbatch-1 decode vs llama.cpp (llama-cpp-python {llama_decode.version}, same file "
               f"{src.path.name}, {threads} thread(s), median of {args.repeats}, interleaved): minisgl gguf "
-              f"{ours:6.1f} tok/s, llama.cpp {theirs:6.1f} tok/s, ratio {ours / theirs:4.2f}", flush=True)
+              f"{ours:6.1f} tok/s (cpu graph {graph}), llama.cpp {theirs:6.1f} tok/s, ratio {ours / theirs:4.2f}; "
+              f"minisgl layer by layer (--disable-cpu-graph) {layered:6.1f} tok/s, ratio {layered / theirs:4.2f}",
+              flush=True)
     else:
         print(f"\n{LLAMA_HOWTO}")
     if args.skip_agreement:
