@@ -97,10 +97,13 @@ def main() -> None:
     p.add_argument("--num-draft-tokens", type=int, default=4, help="--speculative-num-draft-tokens")
     p.add_argument("--min-window", type=int, default=3, help="--speculative-ngram-min-match-window-size")
     p.add_argument("--max-window", type=int, default=12, help="--speculative-ngram-max-match-window-size")
+    p.add_argument("--disable-cpu-graph", action="store_true",
+                   help="both engines layer by layer (by default their decode rounds replay a cpu graph)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    base = Engine(args.model, dtype=args.dtype, max_total_tokens=2048, max_running_requests=1)
+    base = Engine(args.model, dtype=args.dtype, max_total_tokens=2048, max_running_requests=1,
+                  disable_cpu_graph=args.disable_cpu_graph)
     off = base.fork()
     on = base.fork(speculative_algorithm="NGRAM", speculative_num_draft_tokens=args.num_draft_tokens,
                    speculative_ngram_min_match_window_size=args.min_window,

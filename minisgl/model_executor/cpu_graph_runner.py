@@ -1,4 +1,4 @@
-"""CpuGraphRunner: DECODE forwards replayed from a recording, the CPU's counterpart of SGLang's CudaGraphRunner.
+"""CpuGraphRunner: decode forwards replayed from a recording, the CPU's counterpart of SGLang's CudaGraphRunner.
 
 SGLang captures the decode forward of each batch size as a CUDA graph once, with its inputs in fixed
 ("static") buffers; each later decode round copies its inputs into those buffers and replays the graph,
@@ -20,7 +20,10 @@ csrc/graph.cpp replays them in one call):
 It runs where every op of the decode forward has a kernel: the C++ kernels on, GGUF blocks kept
 (--quantization gguf, which is also the default for a .gguf model in bfloat16), one tensor-parallel rank.
 --disable-cpu-graph turns it off; --cpu-graph-max-bs caps the batch sizes it records (SGLang's
---disable-cuda-graph and --cuda-graph-max-bs). Graphs are kept per (batch size, thread count).
+--disable-cuda-graph and --cuda-graph-max-bs). Speculative decoding's TARGET_VERIFY forwards are recorded
+and replayed the same way (SGLang captures those too): their rows are a request's last token and its
+drafts, read by attention as decode queries of their own (ForwardBatch.row_seq_lens). Graphs are kept per
+DECODE batch size, or per TARGET_VERIFY rows per request, and per thread count.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _INPUTS = ("input_ids", "positions", "out_cache_loc", "req_pool_indices", "seq_lens")
+_VERIFY_INPUTS = _INPUTS + ("row_req_pool_indices", "row_seq_lens")  # verify rows read as decode queries
 
 
 @dataclass
@@ -75,17 +79,24 @@ class CpuGraphRunner:
         return None
 
     def can_run(self, forward_batch: ForwardBatch) -> bool:
-        return (self.disabled_reason is None and forward_batch.forward_mode.is_decode()
-                and forward_batch.batch_size <= self.max_bs)
+        mode = forward_batch.forward_mode
+        verify = mode.is_target_verify() and forward_batch.row_seq_lens is not None
+        return self.disabled_reason is None and (mode.is_decode() or verify) and forward_batch.batch_size <= self.max_bs
+
+    @staticmethod
+    def _key(forward_batch: ForwardBatch) -> tuple:
+        """What a graph is recorded for: a DECODE batch size, or a TARGET_VERIFY batch's rows per request."""
+        rows = forward_batch.batch_size if forward_batch.forward_mode.is_decode() else tuple(forward_batch.extend_seq_lens)
+        return forward_batch.forward_mode.name, rows, torch.get_num_threads()
 
     def forward(self, forward_batch: ForwardBatch) -> torch.Tensor:
-        key = (forward_batch.batch_size, torch.get_num_threads())
+        key = self._key(forward_batch)
         entry = self.graphs.get(key)
         if entry is None:
             entry, logits = self._capture(forward_batch)
             self.graphs[key] = entry
             return logits
-        for name in _INPUTS:
+        for name in _inputs(forward_batch):
             getattr(entry.inputs, name).copy_(getattr(forward_batch, name))
         entry.graph.replay()
         self.replays += 1
@@ -95,13 +106,13 @@ class CpuGraphRunner:
         return logits
 
     def _capture(self, forward_batch: ForwardBatch) -> tuple[_Graph, torch.Tensor]:
-        static = replace(forward_batch, **{name: getattr(forward_batch, name).clone() for name in _INPUTS},
+        static = replace(forward_batch, **{name: getattr(forward_batch, name).clone() for name in _inputs(forward_batch)},
                          seq_lens_cpu=list(forward_batch.seq_lens_cpu))
         with kernel_graph.record() as recorder:
             logits = self.model_runner.forward_eager(static)
         entry = _Graph(static, recorder.graph(), logits)
-        logger.info("cpu graph: recorded the decode forward of batch size %d, %d threads: %d kernel calls",
-                    forward_batch.batch_size, torch.get_num_threads(), len(entry.graph))
+        logger.info("cpu graph: recorded the %s forward of %s, %d threads: %d kernel calls", *self._key(forward_batch),
+                    len(entry.graph))
         return entry, logits.clone()
 
     def _check(self, entry: _Graph, replayed: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
@@ -111,8 +122,12 @@ class CpuGraphRunner:
         if torch.equal(replayed, eager):
             entry.checked = True
             return replayed
-        self.disabled_reason = ("its replay of batch size %d differed from the ordinary forward: some op of the "
-                                "decode forward has no C++ kernel" % forward_batch.batch_size)
+        self.disabled_reason = ("its replay of %s %s differed from the ordinary forward: some op of that forward has "
+                                "no C++ kernel" % self._key(forward_batch)[:2])
         logger.warning("cpu graph off: %s", self.disabled_reason)
         self.graphs.clear()
         return eager
+
+
+def _inputs(forward_batch: ForwardBatch) -> tuple[str, ...]:
+    return _INPUTS if forward_batch.forward_mode.is_decode() else _VERIFY_INPUTS

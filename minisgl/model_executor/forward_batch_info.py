@@ -67,6 +67,10 @@ class ForwardBatch:
     extend_prefix_lens: list[int] | None = None  # tokens already in the KV cache (not recomputed)
     extend_seq_lens: list[int] | None = None  # rows this round, per request
     extend_start_loc: list[int] | None = None  # first row of each request in input_ids
+    # TARGET_VERIFY only: each row read as a decode query of its own (the CPU kernel's attention): its
+    # request's req_to_token row, and the tokens it sees (its position + 1: its prefix, the rows before it)
+    row_req_pool_indices: torch.Tensor | None = None
+    row_seq_lens: torch.Tensor | None = None
 
     @classmethod
     def init_new(cls, batch: Any, model_runner: Any) -> ForwardBatch:
@@ -92,6 +96,9 @@ class ForwardBatch:
         )
         if extend_lens is not None:
             fb.extend_start_loc = _exclusive_cumsum(extend_lens)
+        if batch.forward_mode.is_target_verify():
+            fb.row_req_pool_indices = fb.req_pool_indices.repeat_interleave(torch.tensor(extend_lens))
+            fb.row_seq_lens = fb.positions + 1
         return fb
 
     def last_row_indices(self) -> torch.Tensor:

@@ -6,6 +6,8 @@ What it promises:
   the same K and V in the pool;
 - a graph holds nothing but kernel calls: one decode layer's, thirty times, plus the embedding and logits;
 - an op of the decode forward without a kernel is caught by the check, and the graph turns itself off;
+- speculative decoding's verify rows are computed exactly as the decode rows they stand for (attention reads
+  each as a decode query of its own), and its TARGET_VERIFY forwards are replayed too, with the same tokens;
 - where it cannot run (float32's torch products, the flag), it says why and the forward is the ordinary one.
 """
 
@@ -17,6 +19,7 @@ import pytest
 import torch
 
 from minisgl import kernels
+from minisgl.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.model_executor.static_generate import decode, extend
 from minisgl.server_args import ServerArgs
@@ -77,13 +80,13 @@ def test_replayed_rounds_equal_the_layer_by_layer_forward(graph_runner, bundled_
             assert torch.equal(ka, kb) and torch.equal(va, vb), f"layer {layer}'s K/V"
     runs = graph_runner.graph_runner
     assert runs.disabled_reason is None
-    assert {bs for bs, _ in runs.graphs} >= {1, 3} and all(g.checked for g in runs.graphs.values())
+    assert {bs for _, bs, _ in runs.graphs} >= {1, 3} and all(g.checked for g in runs.graphs.values())
     assert runs.replays - before == 2 * 5  # per batch size: round 1 recorded, rounds 2-6 replayed
 
 
 def test_a_graph_is_one_decode_layers_kernels_thirty_times(graph_runner, chat_prompt_ids, model_config):
     _decode_logits(graph_runner, [chat_prompt_ids[0]], 1)
-    graph = graph_runner.graph_runner.graphs[1, torch.get_num_threads()].graph
+    graph = graph_runner.graph_runner.graphs["DECODE", 1, torch.get_num_threads()].graph
     layers = model_config.num_hidden_layers
     # the norms: the first layer's input norm has no residual yet (rms_norm); every later one adds it, the
     # final norm included: 2 per layer in all
@@ -124,3 +127,47 @@ def test_where_it_cannot_run_it_says_why(graph_runner, bundled_source, model_con
     assert CpuGraphRunner.why_not(off) == "--disable-cpu-graph"
     with pytest.raises(ValueError, match="--cpu-graph-max-bs must be at least 1"):
         _args(cpu_graph_max_bs=0).validate()
+
+
+def test_a_verify_row_is_the_decode_row_it_stands_for(graph_runner, bundled_source, model_config, chat_prompt_ids):
+    plain = _layer_by_layer(graph_runner, bundled_source, model_config)
+    prompt = chat_prompt_ids[1]
+    decoded, _ = _decode_logits(plain, [prompt], 5)  # round r's logits: the token after r + 1 generated ones
+    idx = plain.req_to_token_pool.alloc(1)
+    prefill, loc = extend(plain, idx, [prompt], [0])
+    tokens = [int(prefill.argmax())] + [int(x.argmax()) for x in decoded]
+    # one TARGET_VERIFY round: the first generated token and, as drafts, the next four (all right)
+    slots = plain.token_to_kv_pool.alloc(5)
+    seq = len(prompt) + 1
+    plain.req_to_token_pool.req_to_token[idx[0], seq - 1: seq + 4] = slots
+
+    class Verify:  # the fields ForwardBatch.init_new reads off a ScheduleBatch
+        forward_mode, input_ids, out_cache_loc, req_pool_indices = ForwardMode.TARGET_VERIFY, tokens[:5], slots, idx
+        seq_lens, prefix_lens, extend_lens = [seq + 4], [seq - 1], [5]
+
+    verified = plain.forward(ForwardBatch.init_new(Verify, plain))
+    plain.token_to_kv_pool.free(torch.cat([loc, slots]))
+    plain.req_to_token_pool.free(idx)
+    assert verified.shape[0] == 5
+    for j in range(5):
+        assert torch.equal(verified[j], decoded[j][0]), f"verify row {j}"
+
+
+def test_verify_forwards_are_replayed_with_the_same_tokens():
+    import minisgl
+
+    engine = minisgl.Engine(max_total_tokens=1024, max_running_requests=2, speculative_algorithm="NGRAM")
+    plain = engine.fork(disable_cpu_graph=True)
+    prompt = "Monday, Tuesday, Wednesday, Thursday, Friday. Monday, Tuesday, Wednesday, Thursday, Friday. Monday,"
+    greedy = {"max_new_tokens": 40, "temperature": 0, "ignore_eos": True}
+    try:
+        got = [engine.generate(prompt, greedy)["output_ids"] for _ in range(3)]
+        want = plain.generate(prompt, greedy)["output_ids"]
+        runs = engine.model_runner.graph_runner
+        verify = [g for key, g in runs.graphs.items() if key[0] == "TARGET_VERIFY"]
+        assert got == [want] * 3 and runs.disabled_reason is None
+        assert verify and all(g.checked for g in verify) and runs.replays > 0
+        assert engine.scheduler.spec_worker.stats.accepted > 0
+    finally:
+        plain.shutdown()
+        engine.shutdown()

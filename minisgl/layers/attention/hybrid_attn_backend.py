@@ -25,13 +25,14 @@ class HybridAttnBackend(AttentionBackend):
                 f"decode={type(self.decode_backend).__name__})")
 
     def init_forward_metadata(self, forward_batch: ForwardBatch) -> None:
-        if forward_batch.forward_mode.is_decode():
-            self.decode_backend.init_forward_metadata(forward_batch)
-        else:
-            self.prefill_backend.init_forward_metadata(forward_batch)
+        # DECODE goes to the decode backend; so does TARGET_VERIFY where it can read verify rows as decode
+        # queries (CpuPagedAttnBackend.runs); EXTEND and MIXED go to the prefill backend
+        runs = getattr(self.decode_backend, "runs", lambda fb: fb.forward_mode.is_decode())
+        self._current = self.decode_backend if runs(forward_batch) else self.prefill_backend
+        self._current.init_forward_metadata(forward_batch)
 
     def forward_decode(self, q, k_buffer, v_buffer, layer):
-        return self.decode_backend.forward_decode(q, k_buffer, v_buffer, layer)
+        return self._current.forward_decode(q, k_buffer, v_buffer, layer)
 
     def forward_extend(self, q, k_buffer, v_buffer, layer):
-        return self.prefill_backend.forward_extend(q, k_buffer, v_buffer, layer)
+        return self._current.forward_extend(q, k_buffer, v_buffer, layer)
