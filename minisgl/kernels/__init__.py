@@ -6,7 +6,9 @@ a padded batch and attending over it. These kernels do each of those jobs in one
 residual add fused in), rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots
 where they are, linear layers over the GGUF file's own Q4_0, Q4_1 and Q8_0 blocks (never dequantized;
 bfloat16 x is multiplied in integers), and greedy sampling (argmax and its log-probability in one pass
-over the logits).
+over the logits). Three more take the last torch ops out of a decode step (writing K/V into the pool,
+Q8_0 embedding rows, the logits made float32), so that kernels/graph.py can record a whole step's kernel
+calls and replay them in one C call (csrc/graph.cpp; model_executor/cpu_graph_runner.py).
 
 `load()` builds the library on first use (see build.py); `available()` says whether that worked and
 `unavailable_reason()` why not. Kernels take contiguous float32 or bfloat16 CPU tensors (`supports`);
