@@ -5,8 +5,8 @@ sampling.cpp, q8_0_linear.cpp, q4_linear.cpp, graph.cpp; common.h, which they al
 and int16_linear.h) and are built together into one library, in a second or two with g++ (no torch
 headers: the kernels see raw pointers). The library's name carries a hash of every file in csrc/ (names
 and contents, headers included), the compiler's version, the flags and this CPU's feature flags, so an
-edit to any of them, a new compiler or another machine gets its own build. Several processes may build at once: each writes its
-own temporary file and renames it into place.
+edit to any of them, a new compiler or another machine gets its own build. Several processes may build
+at once: each writes its own temporary file and renames it into place.
 """
 
 from __future__ import annotations
