@@ -22,7 +22,7 @@ class ServerArgs:
     random_seed: int = 0
     cpu_kernels: str = "auto"  # auto | on | off: the C++ kernels of minisgl/kernels on the cpu
     disable_cpu_graph: bool = False  # decode forwards replayed from a recording where they can be (SGLang: cuda graph)
-    cpu_graph_max_bs: int = 32  # the largest decode batch recorded
+    cpu_graph_max_bs: int = 8  # the largest decode batch recorded (a graph holds about 0.7 MiB a row)
     quantization: str | None = None  # "gguf": Q4_0/Q4_1/Q8_0 blocks kept (cpu, bf16); "none": dequantize; None: see help
     # scheduler
     chunked_prefill_size: int | None = 512  # rows one prompt may take per round; None or -1: no chunking
@@ -145,7 +145,8 @@ class ServerArgs:
                             "size's decode forward is recorded once and replayed in one C call (SGLang's CUDA "
                             "graphs; SGLang's flag is --disable-cuda-graph)")
         g.add_argument("--cpu-graph-max-bs", type=int, default=d.cpu_graph_max_bs,
-                       help="the largest decode batch size the cpu graph records (SGLang: --cuda-graph-max-bs)")
+                       help="the largest decode batch size the cpu graph records; each graph holds about 0.7 MiB "
+                            "of activations a row for the bundled model (SGLang: --cuda-graph-max-bs)")
         g.add_argument("--quantization", default=d.quantization, choices=["none", "gguf"],
                        help="gguf: keep a .gguf model's Q4_0/Q4_1/Q8_0 weights as stored and multiply them in "
                             "the C++ kernels (torch's int4 kernel for Q4 without them; --dtype bfloat16 on the "

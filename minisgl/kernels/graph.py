@@ -34,7 +34,7 @@ class KernelGraph:
 
     def __init__(self, ops: list[GraphOp], tensors: list[torch.Tensor]):
         self._ops = (GraphOp * len(ops))(*ops)
-        self._tensors = tensors  # kept alive: the recorded pointers name their memory
+        self.tensors = tensors  # kept alive: the recorded pointers name their memory
         self._replay = kernels._lib.graph_replay
         self._replay.argtypes, self._replay.restype = [ctypes.c_void_p, ctypes.c_int64], None
 

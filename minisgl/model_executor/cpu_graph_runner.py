@@ -20,10 +20,11 @@ csrc/graph.cpp replays them in one call):
 It runs where every op of the decode forward has a kernel: the C++ kernels on, GGUF blocks kept
 (--quantization gguf, which is also the default for a .gguf model in bfloat16), one tensor-parallel rank.
 --disable-cpu-graph turns it off; --cpu-graph-max-bs caps the batch sizes it records (SGLang's
---disable-cuda-graph and --cuda-graph-max-bs). Speculative decoding's TARGET_VERIFY forwards are recorded
-and replayed the same way (SGLang captures those too): their rows are a request's last token and its
-drafts, read by attention as decode queries of their own (ForwardBatch.row_seq_lens). Graphs are kept per
-DECODE batch size, or per TARGET_VERIFY rows per request, and per thread count.
+--disable-cuda-graph and --cuda-graph-max-bs); a graph holds the activations its calls write, about
+0.7 MiB a row for the bundled model. Speculative decoding's TARGET_VERIFY forwards of one request are
+recorded and replayed the same way (SGLang captures those too): their rows are the request's last token
+and its drafts, read by attention as decode queries of their own (ForwardBatch.row_seq_lens). Graphs are
+kept per DECODE batch size, or per number of TARGET_VERIFY rows, and per thread count.
 """
 
 from __future__ import annotations
@@ -79,9 +80,11 @@ class CpuGraphRunner:
         return None
 
     def can_run(self, forward_batch: ForwardBatch) -> bool:
-        mode = forward_batch.forward_mode
-        verify = mode.is_target_verify() and forward_batch.row_seq_lens is not None
-        return self.disabled_reason is None and (mode.is_decode() or verify) and forward_batch.batch_size <= self.max_bs
+        """DECODE rounds up to --cpu-graph-max-bs requests; TARGET_VERIFY rounds of one request (with more,
+        each mix of draft counts would need a graph of its own)."""
+        fb, mode = forward_batch, forward_batch.forward_mode
+        verify = mode.is_target_verify() and fb.row_seq_lens is not None and fb.batch_size == 1
+        return self.disabled_reason is None and ((mode.is_decode() and fb.batch_size <= self.max_bs) or verify)
 
     @staticmethod
     def _key(forward_batch: ForwardBatch) -> tuple:
@@ -112,9 +115,23 @@ class CpuGraphRunner:
         with kernel_graph.record() as recorder:
             logits = self.model_runner.forward_eager(static)
         entry = _Graph(static, recorder.graph(), logits)
-        logger.info("cpu graph: recorded the %s forward of %s, %d threads: %d kernel calls", *self._key(forward_batch),
-                    len(entry.graph))
+        logger.info("cpu graph: recorded the %s forward of %s, %d threads: %d kernel calls, %.1f MiB of buffers",
+                    *self._key(forward_batch), len(entry.graph), self._own_bytes(entry) / 2**20)
         return entry, logits.clone()
+
+    def _own_bytes(self, entry: _Graph) -> int:
+        """The memory a graph holds of its own: the activations its calls write (not the weights or the pools)."""
+        runner, pool = self.model_runner, self.model_runner.token_to_kv_pool
+        held = [*pool.k_buffer, *pool.v_buffer, runner.req_to_token_pool.req_to_token]
+        for module in runner.model.modules():  # parameters, buffers and tables such as rotary's
+            held += _tensors_of(module)
+        shared = {t.untyped_storage().data_ptr() for t in held}
+        own = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in entry.graph.tensors}
+        return sum(n for ptr, n in own.items() if ptr not in shared)
+
+    def memory_bytes(self) -> int:
+        """What all recorded graphs hold of their own."""
+        return sum(self._own_bytes(entry) for entry in self.graphs.values())
 
     def _check(self, entry: _Graph, replayed: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
         """The ordinary forward on the same inputs; it also rewrites the round's KV rows, so the pool holds
@@ -132,3 +149,12 @@ class CpuGraphRunner:
 
 def _inputs(forward_batch: ForwardBatch) -> tuple[str, ...]:
     return _INPUTS if forward_batch.forward_mode.is_decode() else _VERIFY_INPUTS
+
+
+def _tensors_of(module: torch.nn.Module) -> list[torch.Tensor]:
+    """The tensors a module holds in its attributes, directly or in a dict, tuple or list."""
+    found = []
+    for value in vars(module).values():
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else [value]
+        found += [v for v in items if isinstance(v, torch.Tensor)]
+    return found

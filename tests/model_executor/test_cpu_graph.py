@@ -82,6 +82,9 @@ def test_replayed_rounds_equal_the_layer_by_layer_forward(graph_runner, bundled_
     assert runs.disabled_reason is None
     assert {bs for _, bs, _ in runs.graphs} >= {1, 3} and all(g.checked for g in runs.graphs.values())
     assert runs.replays - before == 2 * 5  # per batch size: round 1 recorded, rounds 2-6 replayed
+    one, three = (runs._own_bytes(runs.graphs["DECODE", bs, torch.get_num_threads()]) for bs in (1, 3))
+    assert 0 < one < 2 * 2**20 and 2.5 * one < three < 3.5 * one  # activations only: about 0.7 MiB a row
+    assert runs.memory_bytes() >= one + three
 
 
 def test_a_graph_is_one_decode_layers_kernels_thirty_times(graph_runner, chat_prompt_ids, model_config):
