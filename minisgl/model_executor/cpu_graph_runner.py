@@ -59,7 +59,7 @@ class CpuGraphRunner:
     def __init__(self, model_runner: ModelRunner):
         self.model_runner = model_runner
         self.max_bs = model_runner.server_args.cpu_graph_max_bs
-        self.graphs: dict[tuple[int, int], _Graph] = {}
+        self.graphs: dict[tuple, _Graph] = {}  # by _key: (forward mode, batch size or rows, threads)
         self.disabled_reason: str | None = None
         self.replays = 0
 
