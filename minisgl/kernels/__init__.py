@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -46,8 +47,8 @@ _SIGNATURES = {
     "kv_write": [_P, _P, _P, _I, _I, _I],
     "q8_0_embedding": [_P, _P, _P, _I, _I],
 }
-# what a decode step records while kernels/graph.py captures it; None otherwise
-_recorder = None
+# thread id -> the Recorder of the forward that thread is capturing (kernels/graph.py); empty otherwise
+_recorders: dict = {}
 
 
 def load() -> bool:
@@ -96,8 +97,10 @@ def _run(name: str, dtype: torch.dtype, *args, keep: tuple[torch.Tensor, ...] = 
     """Call one kernel; while a decode step is being recorded (kernels/graph.py), also note the call and keep
     the tensors whose memory its pointers name (`keep`) alive for the graph's replays."""
     _fns[name, dtype](*args)
-    if _recorder is not None:
-        _recorder.add(name, dtype, args, keep)
+    if _recorders:
+        recorder = _recorders.get(threading.get_ident())
+        if recorder is not None:
+            recorder.add(name, dtype, args, keep)
 
 
 def _rows(x: torch.Tensor) -> int:

@@ -52,11 +52,8 @@ class Recorder:
     def __init__(self):
         self.ops: list[GraphOp] = []
         self.tensors: list[torch.Tensor] = []
-        self.thread = threading.get_ident()  # another thread's kernel calls are not this forward's
 
     def add(self, name: str, dtype: torch.dtype, args: tuple, keep: tuple[torch.Tensor, ...]) -> None:
-        if threading.get_ident() != self.thread:
-            return
         if (name, dtype) not in _INDEX:
             raise RuntimeError(f"kernel {name} ({dtype}) cannot be recorded")
         op = GraphOp(kernel=_INDEX[name, dtype])
@@ -74,14 +71,15 @@ class Recorder:
 
 @contextmanager
 def record():
-    """Kernel calls made inside the block are recorded (and still run); yields the Recorder."""
+    """Kernel calls this thread makes inside the block are recorded (and still run); yields the Recorder.
+    Other threads' calls are not (the overlap loop's forward thread may record while another engine runs)."""
     if not kernels.available():
         raise RuntimeError(f"the CPU kernels are unavailable: {kernels.unavailable_reason()}")
-    if kernels._recorder is not None:
+    thread = threading.get_ident()
+    if thread in kernels._recorders:
         raise RuntimeError("already recording a kernel graph")
-    recorder = Recorder()
-    kernels._recorder = recorder
+    recorder = kernels._recorders[thread] = Recorder()
     try:
         yield recorder
     finally:
-        kernels._recorder = None
+        del kernels._recorders[thread]

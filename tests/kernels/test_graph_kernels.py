@@ -59,12 +59,20 @@ def test_a_recorded_call_replays_on_the_memory_it_recorded():
     recorded.replay()
     assert not torch.equal(out, first)
     assert torch.equal(out, kernels.rms_norm(x, w, 1e-6))
-    assert kernels._recorder is None  # closed
+    assert not kernels._recorders  # closed
 
 
-def test_recordings_do_not_nest():
-    with graph.record():
+def test_recordings_do_not_nest_and_another_threads_calls_are_not_recorded():
+    import threading
+
+    x, w = torch.randn(2, 32), torch.ones(32)
+    with graph.record() as recorder:
         with pytest.raises(RuntimeError, match="already recording"):
             with graph.record():
                 pass
-    assert kernels._recorder is None
+        other = threading.Thread(target=kernels.rms_norm, args=(x, w, 1e-6))
+        other.start()
+        other.join()
+        kernels.rms_norm(x, w, 1e-6)
+    assert recorder.graph().kernel_names() == ["rms_norm"]  # this thread's one call only
+    assert not kernels._recorders
