@@ -2,9 +2,9 @@
 // (model_executor/cpu_graph_runner.py is the Python side, kernels/graph.py the recording).
 //
 // On a CPU with one small model, about a third of a batch-1 decode step went to Python: deciding which
-// kernel to call, making tensors and converting arguments. A recorded step is a list of
-// kernel calls with every argument fixed (pointers into buffers that stay alive, sizes, thread count);
-// `graph_replay` runs that list without going back to Python. The step's inputs (token ids, positions, KV
+// kernel to call, making tensors and converting arguments. A recorded step is a list of kernel calls with
+// every argument fixed (pointers into buffers that stay alive, sizes, thread count); `graph_replay` runs
+// that list without going back to Python. The step's inputs (token ids, positions, KV
 // slots, ...) are copied into fixed buffers first, as a CUDA graph's static inputs are.
 //
 // Three small kernels live here too, for the parts of a decode step that were torch ops between kernels:
