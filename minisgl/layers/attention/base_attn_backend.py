@@ -29,6 +29,11 @@ class AttentionBackend:
         """Work shared by all layers of one forward pass."""
         raise NotImplementedError
 
+    def handles_as_decode(self, forward_batch: ForwardBatch) -> bool:
+        """Whether this backend, as the decode half of a HybridAttnBackend, takes this forward: DECODE
+        rounds (CpuPagedAttnBackend also takes TARGET_VERIFY rows, each as a decode query)."""
+        return forward_batch.forward_mode.is_decode()
+
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: RadixAttention,
                 forward_batch: ForwardBatch) -> torch.Tensor:
         """q: [T, H*D], k/v: [T, KVH*D] -> [T, H*D]."""

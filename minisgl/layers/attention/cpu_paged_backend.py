@@ -23,13 +23,12 @@ if TYPE_CHECKING:
 
 
 class CpuPagedAttnBackend(AttentionBackend):
-    @staticmethod
-    def runs(forward_batch: ForwardBatch) -> bool:
+    def handles_as_decode(self, forward_batch: ForwardBatch) -> bool:
         return forward_batch.forward_mode.is_decode() or forward_batch.row_seq_lens is not None
 
     def init_forward_metadata(self, forward_batch: ForwardBatch) -> None:
         fb = forward_batch
-        if not self.runs(fb):
+        if not self.handles_as_decode(fb):
             raise ValueError(f"{type(self).__name__} runs DECODE and TARGET_VERIFY rounds only, not "
                              f"{fb.forward_mode.name} (pair it with an extend backend in a HybridAttnBackend)")
         # nothing to gather: the kernel follows req_to_token itself

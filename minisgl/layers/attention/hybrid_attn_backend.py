@@ -25,10 +25,10 @@ class HybridAttnBackend(AttentionBackend):
                 f"decode={type(self.decode_backend).__name__})")
 
     def init_forward_metadata(self, forward_batch: ForwardBatch) -> None:
-        # DECODE goes to the decode backend; so does TARGET_VERIFY where it can read verify rows as decode
-        # queries (CpuPagedAttnBackend.runs); EXTEND and MIXED go to the prefill backend
-        runs = getattr(self.decode_backend, "runs", lambda fb: fb.forward_mode.is_decode())
-        self._current = self.decode_backend if runs(forward_batch) else self.prefill_backend
+        # DECODE goes to the decode backend; so does TARGET_VERIFY where it reads verify rows as decode
+        # queries (CpuPagedAttnBackend); EXTEND and MIXED go to the prefill backend
+        decode = self.decode_backend.handles_as_decode(forward_batch)
+        self._current = self.decode_backend if decode else self.prefill_backend
         self._current.init_forward_metadata(forward_batch)
 
     def forward_decode(self, q, k_buffer, v_buffer, layer):
