@@ -57,7 +57,7 @@ def _ulp(v: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("k", [96, 576])  # 3 blocks (a half-empty last pair) and 18
 def test_bf16_result_is_the_float32_one_rounded_give_or_take_quantizing_x(kind, k):
     product, w = _quantized(kind, 70, k, seed=k)
-    x = _x(9, k, seed=k)  # 9 rows: two tiles of 4 and one left
+    x = _x(9, k, seed=k)  # 9 rows: tiles of 5 and 4
     got = product(x)
     assert got.dtype == torch.bfloat16 and got.shape == (9, 70)
     want32 = product(x.float())  # the float32 path: every weight made float
@@ -69,22 +69,26 @@ def test_bf16_result_is_the_float32_one_rounded_give_or_take_quantizing_x(kind, 
     assert (got == want).float().mean() >= 0.9, "nearly every result bit-equal to the float32 one rounded"
 
 
-@pytest.mark.parametrize("kind", ["q4_1", "q8_0"])
+@pytest.mark.parametrize("kind", ["q4_0", "q4_1", "q8_0"])
 def test_a_rows_result_does_not_depend_on_its_batch(kind):
+    """Every tile the kernel cuts a batch into (1 to 4 rows: the offsets in the products' loop; 5 to 8: in a
+    loop of their own; 9 and 13: two passes) gives each row the result it gets alone."""
     product, _ = _quantized(kind, 40, 160, seed=3)
-    x = _x(7, 160, seed=3)
-    together = product(x)
-    for r in range(7):
-        assert torch.equal(product(x[r:r + 1]), together[r:r + 1])
+    x = _x(13, 160, seed=3)
+    alone = torch.cat([product(x[r:r + 1]) for r in range(13)])
+    for rows in [*range(2, 10), 13]:
+        assert torch.equal(product(x[:rows]), alone[:rows]), f"{rows} rows"
 
 
 @pytest.mark.parametrize("kind", ["q4_1", "q8_0"])
 def test_inf_or_nan_in_x_makes_its_row_nan(kind):
     product, _ = _quantized(kind, 16, 64, seed=4)
-    x = _x(3, 64, seed=4)
-    x[0, 3], x[2, 50] = float("inf"), float("nan")
-    got = product(x)
-    assert got[0].isnan().all() and got[2].isnan().all() and not got[1].isnan().any()
+    for rows in (3, 6):  # one loop, and the offsets in a loop of their own
+        x = _x(rows, 64, seed=4)
+        x[0, 3], x[2, 50] = float("inf"), float("nan")
+        got = product(x)
+        assert got[0].isnan().all() and got[2].isnan().all() and not got[1].isnan().any()
+        assert not got[3:].isnan().any()
 
 
 def test_a_bound_weight_refuses_x_of_another_width_or_dtype():

@@ -74,20 +74,17 @@ struct Q4ColumnI16 {
     return (l / 8) * BLOCK + 2 * t + offsets[s];
   }
   static int lane_block(int lane) { return lane / 4; }  // madd keeps each 128-bit half: lanes 0-3 block A
+  // the codes of pair p as four int16 vectors, and d of both blocks (four lanes each)
+  void decode(int64_t p, int64_t blocks, __m256i* w, __m256* scale) const {
+    codes(p, blocks, w);
+    const __m256 ab = _mm256_castps128_ps256(halves(p, blocks, 0));
+    *scale = _mm256_permutevar8x32_ps(ab, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+  }
+  // the same and m of both blocks (Q4_0: -8 d), from one conversion of [dA, mA, dB, mB]
   void decode(int64_t p, int64_t blocks, __m256i* w, __m256* scale, __m256* offset) const {
+    codes(p, blocks, w);
     const uint8_t* a = row + 2 * p * SIZE;
     const bool both = 2 * p + 1 < blocks;
-    _mm_prefetch(reinterpret_cast<const char*>(a) + PREFETCH, _MM_HINT_T0);
-    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + SIZE - 16));
-    const __m128i qb =
-        both ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * SIZE - 16)) : _mm_setzero_si128();
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
-    const __m256i nibble = _mm256_set1_epi16(0x000F);
-    w[0] = _mm256_and_si256(v, nibble);
-    w[1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-    w[2] = _mm256_and_si256(_mm256_srli_epi16(v, 8), nibble);
-    w[3] = _mm256_srli_epi16(v, 12);
-    // d and m of both blocks (a missing second block: zeros), made float32 together: [dA, mA, dB, mB]
     const uint32_t head_a = SIZE == 20 ? load_u32(a) : load_u16(a);
     const uint32_t head_b = both ? (SIZE == 20 ? load_u32(a + SIZE) : load_u16(a + SIZE)) : 0u;
     const __m128 dm = _mm_cvtph_ps(_mm_set_epi32(0, 0, static_cast<int>(head_b), static_cast<int>(head_a)));
@@ -95,6 +92,30 @@ struct Q4ColumnI16 {
     *offset = SIZE == 20
                   ? _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dm), _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3))
                   : _mm256_mul_ps(*scale, _mm256_set1_ps(-8.f));
+  }
+  // m of both blocks alone, [mA, mB, 0, 0] (Q4_0: -8 d)
+  __m128 offsets(int64_t p, int64_t blocks) const {
+    return SIZE == 20 ? halves(p, blocks, 2) : _mm_mul_ps(halves(p, blocks, 0), _mm_set1_ps(-8.f));
+  }
+  // pair p's 64 codes (a missing second block: zeros) as int16, in the order `source` gives
+  void codes(int64_t p, int64_t blocks, __m256i* w) const {
+    const uint8_t* a = row + 2 * p * SIZE;
+    _mm_prefetch(reinterpret_cast<const char*>(a) + PREFETCH, _MM_HINT_T0);
+    const __m128i qa = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + SIZE - 16));
+    const __m128i qb = 2 * p + 1 < blocks ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2 * SIZE - 16))
+                                          : _mm_setzero_si128();
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(qa), qb, 1);
+    const __m256i nibble = _mm256_set1_epi16(0x000F);
+    w[0] = _mm256_and_si256(v, nibble);
+    w[1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+    w[2] = _mm256_and_si256(_mm256_srli_epi16(v, 8), nibble);
+    w[3] = _mm256_srli_epi16(v, 12);
+  }
+  // the fp16 at byte `at` of both blocks of pair p (a missing second block: 0) as float32, [A, B, 0, 0]
+  __m128 halves(int64_t p, int64_t blocks, int at) const {
+    const uint8_t* a = row + 2 * p * SIZE + at;
+    const uint32_t b = 2 * p + 1 < blocks ? load_u16(a + SIZE) : 0u;
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u16(a) | b << 16)));
   }
   // each lane: 8 products of at most 15 * 32767, exact in int32 and in float
   static __m256i dot(const __m256i* w, const int16_t* xq) {

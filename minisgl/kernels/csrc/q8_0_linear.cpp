@@ -56,7 +56,7 @@ struct Q8ColumnI16 {
   const uint8_t* row;
   static int source(int s, int l) { return s * 16 + l; }
   static int lane_block(int lane) { return (lane / 2) % 2; }
-  void decode(int64_t p, int64_t blocks, __m256i* w, __m256* scale, __m256*) const {
+  void decode(int64_t p, int64_t blocks, __m256i* w, __m256* scale) const {
     const uint8_t* a = row + 2 * p * SIZE;
     const bool both = 2 * p + 1 < blocks;
     _mm_prefetch(reinterpret_cast<const char*>(a) + PREFETCH, _MM_HINT_T0);
