@@ -3,6 +3,7 @@
     python benchmarks/bench_spec.py                      # bfloat16 (the default dtype), 96 new tokens
     python benchmarks/bench_spec.py --dtype float32 --threads 1 --new-tokens 64
     python benchmarks/bench_spec.py --num-draft-tokens 8 --max-window 6
+    python benchmarks/bench_spec.py --disable-adaptive-draft   # K drafts every round, not earned (the default)
 
 Two workloads, each prompt run alone (batch 1), greedy:
 - repetitive: the answer repeats text of the prompt — copy a paragraph, fix the spelling of one, continue
@@ -97,6 +98,8 @@ def main() -> None:
     p.add_argument("--num-draft-tokens", type=int, default=4, help="--speculative-num-draft-tokens")
     p.add_argument("--min-window", type=int, default=3, help="--speculative-ngram-min-match-window-size")
     p.add_argument("--max-window", type=int, default=12, help="--speculative-ngram-max-match-window-size")
+    p.add_argument("--disable-adaptive-draft", action="store_true",
+                   help="draft K tokens every round (by default a request starts at 1 and doubles while accepted)")
     p.add_argument("--disable-cpu-graph", action="store_true",
                    help="both engines layer by layer (by default their decode rounds replay a cpu graph)")
     args = p.parse_args()
@@ -107,7 +110,8 @@ def main() -> None:
     off = base.fork()
     on = base.fork(speculative_algorithm="NGRAM", speculative_num_draft_tokens=args.num_draft_tokens,
                    speculative_ngram_min_match_window_size=args.min_window,
-                   speculative_ngram_max_match_window_size=args.max_window)
+                   speculative_ngram_max_match_window_size=args.max_window,
+                   disable_adaptive_draft=args.disable_adaptive_draft)
     params = {"max_new_tokens": args.new_tokens, "temperature": 0}
     run_once(off, "Hello", {"max_new_tokens": 4, "temperature": 0})  # warm up both paths
     run_once(on, "Hello, hello, hello, hello", {"max_new_tokens": 8, "temperature": 0})

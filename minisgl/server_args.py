@@ -39,6 +39,9 @@ class ServerArgs:
     # speculative decoding (n-gram drafts from the request's own tokens; greedy requests only)
     speculative_algorithm: str | None = None  # None | "NGRAM"
     speculative_num_draft_tokens: int = 4  # most draft tokens per request per round (K; K + 1 rows verified)
+    # off: every round drafts up to K; on (default), a request starts at 1 draft token, doubles while all are
+    # accepted and drops to the number accepted after a rejection (speculative/ngram_worker.py)
+    disable_adaptive_draft: bool = False
     # shortest suffix that may match (SGLang's default is 1; on a CPU every verified row costs about half a
     # decode step, and 1-token matches are right too rarely to pay for theirs: benchmarks/bench_spec.py)
     speculative_ngram_min_match_window_size: int = 3
@@ -196,6 +199,9 @@ class ServerArgs:
                             "and output, verified in one forward (no draft model); default: off")
         g.add_argument("--speculative-num-draft-tokens", type=int, default=d.speculative_num_draft_tokens,
                        help="most draft tokens per request per round; the verify forward runs K + 1 rows")
+        g.add_argument("--disable-adaptive-draft", action="store_true", default=d.disable_adaptive_draft,
+                       help="draft up to K tokens every round; by default a request starts at 1, doubles while "
+                            "all its drafts are accepted and drops to the number accepted after a rejection")
         g.add_argument("--speculative-ngram-min-match-window-size", type=int,
                        default=d.speculative_ngram_min_match_window_size,
                        help="shortest suffix of the request's tokens that must match earlier tokens to draft")

@@ -45,8 +45,9 @@ SCENARIO = Scenario(
     "forward with 1 + K rows per request, the longest greedy-consistent prefix kept, rejected draft slots "
     "freed",
     lesson="scheduler-loop",
+    # K drafts from the first round on (--disable-adaptive-draft), so that one forward shows all 1 + K rows
     flags={"max_total_tokens": 256, "chunked_prefill_size": -1, "speculative_algorithm": "NGRAM",
-           "speculative_num_draft_tokens": 4},
+           "speculative_num_draft_tokens": 4, "disable_adaptive_draft": True},
     steps=(
         # after " 1, 2" the earlier matches draft " 3, 1, 2" (the most recent one: " 4, 1, 2")
         Submit(0, "A", text=" 1, 2, 3, 1, 2, 4, 1, 2", max_new_tokens=8, params=DONE),

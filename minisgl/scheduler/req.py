@@ -49,6 +49,9 @@ class Req:
         self.send_token_offset = 0  # output tokens already sent to the detokenizer
         # overlap loop: placeholders (-k, FutureMap index k) of tokens launched rounds are sampling, oldest first
         self.future_token_ids: list[int] = []
+        # NGRAM speculation: the most draft tokens this request proposes next round (None until its first
+        # proposal; speculative/ngram_worker.py grows it while its drafts are accepted)
+        self.spec_draft_limit: int | None = None
         # prefill/decode disaggregation (minisgl/disaggregation/): the prefill server's bootstrap address, and
         # the room, the number the router gave both halves of this request so they find each other
         self.bootstrap_host, self.bootstrap_port, self.bootstrap_room = bootstrap_host, bootstrap_port, bootstrap_room

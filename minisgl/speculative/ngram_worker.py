@@ -13,6 +13,13 @@ A decode round normally runs one row per request and yields one token each. With
 
 Greedy outputs are the same tokens as without speculation: every appended token is the argmax of a row
 whose inputs are all accepted tokens. Sampled requests (not greedy) run their one decode row.
+
+How many drafts (adaptive, the default; --disable-adaptive-draft drafts K every round): a verified row is
+not free (on a CPU, about 0.4 of a decode step each), so a request earns its drafts. It starts at 1 draft
+token; a round whose drafts were all accepted doubles its limit (up to K), a rejection drops it to the
+number accepted (at least 1). Text that repeats climbs to K within a few rounds; text that does not
+verifies one draft now and then, at little cost. The limit depends only on the request's own tokens, so a
+run is the same on every machine.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ class VerifyOutcome:
 class NGRAMWorker:
     def __init__(self, server_args: ServerArgs):
         self.num_draft_tokens = server_args.speculative_num_draft_tokens
+        self.adaptive = not server_args.disable_adaptive_draft
         self.min_window = server_args.speculative_ngram_min_match_window_size
         self.max_window = server_args.speculative_ngram_max_match_window_size
         self.stats = SpecStats()
@@ -65,14 +73,20 @@ class NGRAMWorker:
 
     # ---- propose ----------------------------------------------------------------------------------
     def propose(self, req: Req, room: int) -> list[int]:
-        """Drafts for one request: greedy only, and never more than its remaining output allows (the bonus
-        token needs one of those) or than the free KV slots (room)."""
+        """Drafts for one request: greedy only, and never more than its draft limit, than its remaining output
+        allows (the bonus token needs one of those) or than the free KV slots (room)."""
         if not req.sampling_params.is_greedy or req.to_abort:
             return []
-        k = min(self.num_draft_tokens, req.sampling_params.max_new_tokens - len(req.output_ids) - 1, room)
+        if req.spec_draft_limit is None:
+            req.spec_draft_limit = 1 if self.adaptive else self.num_draft_tokens
+        k = min(req.spec_draft_limit, req.sampling_params.max_new_tokens - len(req.output_ids) - 1, room)
         if k <= 0:
             return []
         return match_ngram_draft(req.origin_input_ids + req.output_ids, k, self.min_window, self.max_window)
+
+    def next_draft_limit(self, limit: int, drafted: int, accepted: int) -> int:
+        """All drafts accepted: twice the limit (at most K); else the number accepted (at least 1)."""
+        return min(self.num_draft_tokens, 2 * limit) if accepted == drafted else max(1, accepted)
 
     def prepare_for_verify(self, batch: ScheduleBatch) -> None:
         """Turn a prepared DECODE batch into TARGET_VERIFY if any request has drafts; else leave it."""
@@ -120,6 +134,8 @@ class NGRAMWorker:
             sched.cache_manager.free_rejected_draft_slots(rejected)
             if req.finished():
                 sched.cache_manager.cache_finished_req(req)
+            if draft and self.adaptive:
+                req.spec_draft_limit = self.next_draft_limit(req.spec_draft_limit, len(draft), accepted)
             outcome.draft_lens.append(len(draft))
             outcome.accepted_lens.append(accepted)
             outcome.appended_lens.append(appended)

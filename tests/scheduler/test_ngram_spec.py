@@ -110,6 +110,7 @@ def test_same_tokens_and_drafts_are_accepted(base_engine, plain, tmp_path):
             assert rows == d + 1 and 0 <= a <= d and 1 <= n <= a + 1
             accepted[rid] += a
     assert accepted["copy"] > 0 and accepted["days"] > 0  # the copied sentence and the repeated days
+    assert_adaptive_drafts(verified, k=SPEC["speculative_num_draft_tokens"])
     # rejected drafts' slots went straight back to the pool
     assert any(ev.get("reason") == "rejected" for ev in trace.events if ev.name == "kv.free")
     # replay shows the draft rows of a verify round, each with the token its logits gave
@@ -124,6 +125,22 @@ def test_same_tokens_and_drafts_are_accepted(base_engine, plain, tmp_path):
     show(trace, console)
     text = console.export_text()
     assert "TARGET_VERIFY" in text and " drafts " in text
+
+
+def assert_adaptive_drafts(verified, k: int) -> None:
+    """The default draft limit: 1 at first, doubled (up to K) after a round whose drafts were all accepted,
+    the number accepted (at least 1) after a rejection. A request may draft fewer (no match, or its
+    max_new_tokens near), never more."""
+    limit, lens = {}, {}
+    for ev in verified:
+        for rid, d, a in zip(ev.rids, ev.get("draft_lens"), ev.get("accepted_lens")):
+            if not d:
+                continue
+            assert d <= limit.setdefault(rid, 1), (rid, d, limit[rid])
+            limit[rid] = min(k, 2 * limit[rid]) if a == d else max(1, a)
+            lens.setdefault(rid, []).append(d)
+    assert lens["days"][:4] == [1, 2, 4, 4]  # the repeated days: every draft right, so it climbs to K
+    assert max(lens["copy"]) == k
 
 
 @pytest.mark.parametrize("flags", [dict(disable_radix_cache=True, speculative_num_draft_tokens=1,
@@ -185,8 +202,10 @@ RETRACT_PARAMS = {"max_new_tokens": 28, "temperature": 0, "ignore_eos": True}
 
 def test_retraction_keeps_the_tokens(base_engine):
     want = outputs(base_engine.fork(), RETRACT_PROMPTS, RETRACT_PARAMS)
-    # about 50 prompt tokens and 4 x 28 new ones: 100 slots admit all four, then run out while decoding
+    # about 50 prompt tokens and 4 x 28 new ones: 100 slots admit all four, then run out while decoding (with
+    # K drafts every round: the adaptive default takes fewer draft slots and gets through without retracting)
     for flags in (dict(max_total_tokens=100), dict(max_total_tokens=100, disable_radix_cache=True)):
+        flags["disable_adaptive_draft"] = True
         tight = base_engine.fork(**{**SPEC, **flags})
         assert outputs(tight, RETRACT_PROMPTS, RETRACT_PARAMS) == want
         assert tight.scheduler.num_retracted > 0, "the pool must be small enough to force a retraction"
