@@ -142,6 +142,26 @@ def test_decode_attention_other_head_layouts(dtype, heads, kv_heads, head_dim):
     _check_against_sdpa(dtype, [3, 150, 41], seed=heads, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_decode_attention_rows_of_one_request_share_reads_and_equal_each_row_alone(dtype):
+    """A verify forward's rows: one request's rows, each one slot longer than the one before, go as one
+    group (they read each K/V row once), beside another request's row; each row equals itself alone."""
+    _, k_buf, v_buf, req_to_token, other, _ = _paged_case(dtype, [60], seed=7)
+    q = torch.randn(6, HEADS, HEAD_DIM, generator=torch.Generator().manual_seed(8)).to(dtype)
+    req_to_token[3, :70] = torch.randperm(700, generator=torch.Generator().manual_seed(9))[:70]
+    pools = torch.tensor([3, 3, 3, 3, 3, other[0]], dtype=torch.int64)  # 5 rows of request 3, then another
+    lens = torch.tensor([56, 57, 58, 59, 60, 60], dtype=torch.int64)
+    together = kernels.decode_attention(q, k_buf, v_buf, req_to_token, pools, lens, HEAD_DIM**-0.5)
+    for b in range(6):
+        alone = kernels.decode_attention(q[b:b + 1].contiguous(), k_buf, v_buf, req_to_token, pools[b:b + 1],
+                                         lens[b:b + 1], HEAD_DIM**-0.5)
+        assert torch.equal(together[b:b + 1], alone), f"row {b}"
+    k = k_buf[req_to_token[3, :58]].transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, dim=0).float()
+    v = v_buf[req_to_token[3, :58]].transpose(0, 1).repeat_interleave(HEADS // KV_HEADS, dim=0).float()
+    want = F.scaled_dot_product_attention(q[2].float().unsqueeze(1), k, v, scale=HEAD_DIM**-0.5).squeeze(1)
+    close(together[2], want.to(dtype), dtype)
+
+
 def test_decode_attention_large_scores_do_not_overflow():
     """Scores far above exp's range: the softmax subtracts each row's max first."""
     q, k_buf, v_buf, req_to_token, req_pool_indices, lens = _paged_case(torch.float32, [40], seed=5)
