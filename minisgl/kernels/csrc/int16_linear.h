@@ -150,42 +150,83 @@ RowsI16 quantize_rows(const T* x, int64_t rows, int64_t k) {
 // four lanes of a block hold the same value, so that loop keeps one sum per block of the pair (block A's
 // for lanes 0-3, B's for 4-7) with the tile's rows side by side in one vector, and spreads them over the
 // lanes at the end: the same multiply-adds in the same order as the one loop, so the same result.
-template <int TILE, class Column>
-inline void dot_tile_i16(const RowsI16& x, int64_t r0, const Column& col, float* sums) {
+template <int TILE, int C, class Column>
+inline void dot_tile_i16(const RowsI16& x, int64_t r0, const Column* col, float (*sums)[I16_ROWS]) {
   constexpr bool fused = Column::OFFSETS && TILE <= 4;
-  __m256 acc[TILE], off[TILE];
-  for (int t = 0; t < TILE; ++t) acc[t] = off[t] = _mm256_setzero_ps();
+  __m256 acc[C][TILE], off[C][TILE];
+  for (int c = 0; c < C; ++c)
+    for (int t = 0; t < TILE; ++t) acc[c][t] = off[c][t] = _mm256_setzero_ps();
   for (int64_t p = 0; p < x.pairs; ++p) {
-    __m256i w[4];
-    __m256 d, m;
-    if constexpr (fused)
-      col.decode(p, x.blocks, w, &d, &m);
-    else
-      col.decode(p, x.blocks, w, &d);
+    __m256i w[C][4];
+    __m256 d[C], m[C];
+    for (int c = 0; c < C; ++c) {
+      if constexpr (fused)
+        col[c].decode(p, x.blocks, w[c], &d[c], &m[c]);
+      else
+        col[c].decode(p, x.blocks, w[c], &d[c]);
+    }
     for (int t = 0; t < TILE; ++t) {
       const int64_t at = (r0 + t) * x.pairs + p;
-      const __m256i s = Column::dot(w, x.q + at * 64);
-      const __m256 scale = _mm256_mul_ps(d, _mm256_loadu_ps(x.dx + at * 8));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[t]);
-      if constexpr (fused) off[t] = _mm256_fmadd_ps(m, _mm256_loadu_ps(x.sx + at * 8), off[t]);
+      const __m256 dx = _mm256_loadu_ps(x.dx + at * 8);
+      for (int c = 0; c < C; ++c) {
+        const __m256i s = Column::dot(w[c], x.q + at * 64);
+        acc[c][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d[c], dx), acc[c][t]);
+        if constexpr (fused) off[c][t] = _mm256_fmadd_ps(m[c], _mm256_loadu_ps(x.sx + at * 8), off[c][t]);
+      }
     }
   }
-  if constexpr (Column::OFFSETS && !fused) {
-    static_assert(TILE <= 8, "one vector of rows");
-    __m256 sum_a = _mm256_setzero_ps(), sum_b = _mm256_setzero_ps();
-    for (int64_t p = 0; p < x.pairs; ++p) {
-      const __m128 ab = col.offsets(p, x.blocks);  // [mA, mB, ...]
-      const float* sx = x.sx_rows + 2 * p * x.stride + r0;
-      sum_a = _mm256_fmadd_ps(_mm256_broadcastss_ps(ab), _mm256_loadu_ps(sx), sum_a);
-      const __m256 m_b = _mm256_broadcastss_ps(_mm_movehdup_ps(ab));
-      sum_b = _mm256_fmadd_ps(m_b, _mm256_loadu_ps(sx + x.stride), sum_b);
+  for (int c = 0; c < C; ++c) {
+    if constexpr (Column::OFFSETS && !fused) {
+      static_assert(TILE <= 8, "one vector of rows");
+      __m256 sum_a = _mm256_setzero_ps(), sum_b = _mm256_setzero_ps();
+      for (int64_t p = 0; p < x.pairs; ++p) {
+        const __m128 ab = col[c].offsets(p, x.blocks);  // [mA, mB, ...]
+        const float* sx = x.sx_rows + 2 * p * x.stride + r0;
+        sum_a = _mm256_fmadd_ps(_mm256_broadcastss_ps(ab), _mm256_loadu_ps(sx), sum_a);
+        const __m256 m_b = _mm256_broadcastss_ps(_mm_movehdup_ps(ab));
+        sum_b = _mm256_fmadd_ps(m_b, _mm256_loadu_ps(sx + x.stride), sum_b);
+      }
+      float a[8], b[8];
+      _mm256_storeu_ps(a, sum_a);
+      _mm256_storeu_ps(b, sum_b);
+      for (int t = 0; t < TILE; ++t) off[c][t] = _mm256_setr_ps(a[t], a[t], a[t], a[t], b[t], b[t], b[t], b[t]);
     }
-    float a[8], b[8];
-    _mm256_storeu_ps(a, sum_a);
-    _mm256_storeu_ps(b, sum_b);
-    for (int t = 0; t < TILE; ++t) off[t] = _mm256_setr_ps(a[t], a[t], a[t], a[t], b[t], b[t], b[t], b[t]);
+    for (int t = 0; t < TILE; ++t) sums[c][t] = hsum(reinterpret_cast<V8>(_mm256_add_ps(acc[c][t], off[c][t])));
   }
-  for (int t = 0; t < TILE; ++t) sums[t] = hsum(reinterpret_cast<V8>(_mm256_add_ps(acc[t], off[t])));
+}
+
+// columns j0 .. j0 + C - 1, every row
+template <int C, typename T, class Column>
+inline void columns_i16(const RowsI16& xq, const Column* col, T* out, int64_t rows, int64_t n, int64_t j0) {
+  float sums[C][I16_ROWS];
+  for (int64_t r0 = 0, passes = (rows + I16_ROWS - 1) / I16_ROWS; r0 < rows; --passes) {
+    const int64_t tile = (rows - r0 + passes - 1) / passes;  // even tiles: 5 rows are one pass, 9 are 5 + 4
+    switch (tile) {
+      case 1: dot_tile_i16<1, C>(xq, r0, col, sums); break;
+      case 2: dot_tile_i16<2, C>(xq, r0, col, sums); break;
+      case 3: dot_tile_i16<3, C>(xq, r0, col, sums); break;
+      case 4: dot_tile_i16<4, C>(xq, r0, col, sums); break;
+      case 5: dot_tile_i16<5, C>(xq, r0, col, sums); break;
+      case 6: dot_tile_i16<6, C>(xq, r0, col, sums); break;
+      case 7: dot_tile_i16<7, C>(xq, r0, col, sums); break;
+      default: dot_tile_i16<I16_ROWS, C>(xq, r0, col, sums); break;
+    }
+    for (int c = 0; c < C; ++c)
+      for (int64_t t = 0; t < tile; ++t) out[(r0 + t) * n + j0 + c] = from_float<T>(sums[c][t]);
+    r0 += tile;
+  }
+}
+
+// Columns per pass over x. With AVX-512's 32 vector registers two Q4 columns go side by side: they share
+// each load of x, and a batch-1 product reads two streams of weight bytes at once. (Q8_0's two columns of 8
+// rows do not fit the registers.)
+template <class Column>
+constexpr int i16_columns() {
+#if defined(__AVX512VL__)
+  return Column::OFFSETS ? 2 : 1;
+#else
+  return 1;
+#endif
 }
 
 template <typename T, class MakeColumn>
@@ -195,23 +236,19 @@ void int16_linear(const T* x, T* out, int64_t rows, int64_t n, int64_t k, int th
   // the start of the weight, which no block of the loop asks for ahead of time
   const char* start = reinterpret_cast<const char*>(column(0).row);
   for (int off = 0; off < PREFETCH; off += 64) _mm_prefetch(start + off, _MM_HINT_T0);
-  parallel_for(n, threads, n * k * rows >= 65536, [&](int64_t j) {
-    const auto col = column(j);
-    float sums[I16_ROWS];
-    for (int64_t r0 = 0, passes = (rows + I16_ROWS - 1) / I16_ROWS; r0 < rows; --passes) {
-      const int64_t tile = (rows - r0 + passes - 1) / passes;  // even tiles: 5 rows are one pass, 9 are 5 + 4
-      switch (tile) {
-        case 1: dot_tile_i16<1>(xq, r0, col, sums); break;
-        case 2: dot_tile_i16<2>(xq, r0, col, sums); break;
-        case 3: dot_tile_i16<3>(xq, r0, col, sums); break;
-        case 4: dot_tile_i16<4>(xq, r0, col, sums); break;
-        case 5: dot_tile_i16<5>(xq, r0, col, sums); break;
-        case 6: dot_tile_i16<6>(xq, r0, col, sums); break;
-        case 7: dot_tile_i16<7>(xq, r0, col, sums); break;
-        default: dot_tile_i16<I16_ROWS>(xq, r0, col, sums); break;
+  constexpr int I16_COLUMNS = i16_columns<Column>();
+  const int64_t groups = (n + I16_COLUMNS - 1) / I16_COLUMNS;
+  parallel_for(groups, threads, n * k * rows >= 65536, [&](int64_t g) {
+    const int64_t j0 = g * I16_COLUMNS;
+    if (j0 + I16_COLUMNS <= n) {
+      Column cols[I16_COLUMNS] = {column(j0)};
+      for (int c = 1; c < I16_COLUMNS; ++c) cols[c] = column(j0 + c);
+      columns_i16<I16_COLUMNS>(xq, cols, out, rows, n, j0);
+    } else {
+      for (int64_t j = j0; j < n; ++j) {
+        const Column col = column(j);
+        columns_i16<1>(xq, &col, out, rows, n, j);
       }
-      for (int64_t t = 0; t < tile; ++t) out[(r0 + t) * n + j] = from_float<T>(sums[t]);
-      r0 += tile;
     }
   });
 }
