@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -82,12 +83,20 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "version": llama_cpp.__ve
 LLAMA_HOWTO = ("llama.cpp column skipped: give --llama-python PATH, a Python with llama-cpp-python, built outside "
                "this repository: python3 -m venv ENV && ENV/bin/pip install llama-cpp-python (compiles llama.cpp "
                "with cmake; ten minutes or more on two cores)")
+# Seen with llama-cpp-python 0.3.36 built for this machine (-march=native) on a Xeon with AMX: the first eval
+# dies of a general protection fault in libggml-cpu; built without the AMX kernels it runs.
+LLAMA_CRASH = ("On a CPU with AMX, llama-cpp-python 0.3.36 built with -march=native has crashed this way; build it "
+               "without its AMX kernels: CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
+               "-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON\" ENV/bin/pip install --no-cache-dir "
+               "llama-cpp-python")
 
 
 def llama_decode(python: str, path: Path, threads: int, prompt: list[int], rounds: int) -> float:
     """Seconds for `rounds` greedy one-token steps of llama.cpp after `prompt`, in a child of `python`."""
     done = subprocess.run([python, "-c", LLAMA_CHILD, str(path), str(threads), str(rounds)],
                           input=json.dumps(prompt), capture_output=True, text=True, timeout=600)
+    if done.returncode < 0:  # killed by a signal, before it could say anything
+        raise RuntimeError(f"llama.cpp child killed by {signal.Signals(-done.returncode).name}. {LLAMA_CRASH}")
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"llama.cpp child failed: {tail}")
