@@ -58,6 +58,21 @@ inline void pair_products(const __m256i* w, const int16_t* xq, __m256i* first, _
 #endif
 }
 
+// All four vectors' products in one chain: each lane the eight products of its int16 lanes, the same integer
+// as pair_products' two halves added (integer sums are exact in any order), one instruction fewer with VNNI.
+inline __m256i chain_products(const __m256i* w, const int16_t* xq) {
+  const __m256i* xv = reinterpret_cast<const __m256i*>(xq);
+#if defined(DPWSSD)
+  __m256i s = _mm256_madd_epi16(w[0], _mm256_loadu_si256(xv));
+  for (int v = 1; v < 4; ++v) s = DPWSSD(s, w[v], _mm256_loadu_si256(xv + v));
+  return s;
+#else
+  __m256i a, b;
+  pair_products(w, xq, &a, &b);
+  return _mm256_add_epi32(a, b);
+#endif
+}
+
 constexpr int I16_ROWS = 8;  // rows of x at most per pass over a weight column
 
 // x's rows in the Column's order: per row and pair of blocks, 64 int16 codes, and per int32 lane the

@@ -118,11 +118,7 @@ struct Q4ColumnI16 {
     return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u16(a) | b << 16)));
   }
   // each lane: 8 products of at most 15 * 32767, exact in int32 and in float
-  static __m256i dot(const __m256i* w, const int16_t* xq) {
-    __m256i a, b;
-    pair_products(w, xq, &a, &b);
-    return _mm256_add_epi32(a, b);
-  }
+  static __m256i dot(const __m256i* w, const int16_t* xq) { return chain_products(w, xq); }
 };
 #endif
 
