@@ -4,8 +4,8 @@ On a CPU a batch-1 decode step runs hundreds of tiny torch ops (an RMSNorm alone
 batch-64 decode spent over a third of its time copying each request's K and V out of the paged pool into
 a padded batch and attending over it. These kernels do each of those jobs in one pass: RMSNorm (with the
 residual add fused in), rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots
-where they are, linear layers over the GGUF file's own Q4_0, Q4_1 and Q8_0 blocks (never dequantized;
-bfloat16 x is multiplied in integers), and greedy sampling (argmax and its log-probability in one pass
+where they are, linear layers over the GGUF file's own Q4_0, Q4_1 and Q8_0 blocks (never dequantized:
+repacked once into groups of 8 columns, the same bytes; bfloat16 x is multiplied in integers), and greedy sampling (argmax and its log-probability in one pass
 over the logits). Three more take the last torch ops out of a decode step (writing K/V into the pool,
 Q8_0 embedding rows, the logits made float32), so that kernels/graph.py can record a whole step's kernel
 calls and replay them in one C call (csrc/graph.cpp; model_executor/cpu_graph_runner.py).
@@ -65,6 +65,8 @@ def load() -> bool:
             lib.greedy_sample_f32.argtypes, lib.greedy_sample_f32.restype = [_P, _P, _P, _I, _I, _N], None
             _fns["greedy_sample", torch.float32] = lib.greedy_sample_f32  # logits are float32 only
             lib.bf16_to_f32.argtypes, lib.bf16_to_f32.restype = [_P, _P, _I], None
+            lib.q4_pack.argtypes, lib.q4_pack.restype = [_P, _P, _I, _I, _N], None
+            lib.q8_0_pack.argtypes, lib.q8_0_pack.restype = [_P, _P, _I, _I], None
             _fns["bf16_to_f32", torch.bfloat16] = lib.bf16_to_f32
             _lib = lib
             found = sum_lanes()  # after _lib is set: it runs the kernel
@@ -182,12 +184,33 @@ def greedy_sample(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 Q4_0, Q4_1, Q8_0 = 2, 3, 8  # ggml types
-BLOCK_BYTES = {Q4_0: 18, Q4_1: 20, Q8_0: 34}  # per 32 weights
+BLOCK_BYTES = {Q4_0: 18, Q4_1: 20, Q8_0: 34}  # per 32 weights, in the file and packed alike
+GROUP = 8  # output columns per packed group (csrc/packed_blocks.h)
+
+
+def pack_blocks(raw: torch.Tensor, ggml_type: int) -> torch.Tensor:
+    """The file's rows of blocks (uint8 [N, K / 32 * bytes], row j column j of W) repacked for the kernels:
+    groups of 8 columns side by side, per block their scales then their codes pair by pair
+    (csrc/packed_blocks.h). The same bytes per weight; a last group short of 8 columns is padded with zeros.
+    Returns uint8 [ceil(N / 8), K / 32 * 8 * bytes]."""
+    if not load():
+        raise RuntimeError(f"the CPU kernels are unavailable: {_error}")
+    assert ggml_type in BLOCK_BYTES and raw.dtype == torch.uint8 and raw.dim() == 2
+    raw = raw.contiguous()
+    assert raw.shape[1] % BLOCK_BYTES[ggml_type] == 0
+    n, k = raw.shape[0], raw.shape[1] // BLOCK_BYTES[ggml_type] * 32
+    packed = torch.empty(((n + GROUP - 1) // GROUP, raw.shape[1] * GROUP), dtype=torch.uint8)
+    if ggml_type == Q8_0:
+        _lib.q8_0_pack(raw.data_ptr(), packed.data_ptr(), n, k)
+    else:
+        _lib.q4_pack(raw.data_ptr(), packed.data_ptr(), n, k, ggml_type)
+    return packed
 
 
 def q8_0_linear(x: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
     """x [..., K] @ W.T with W as the GGUF file stores it in Q8_0: raw uint8 [N, K / 32 * 34], row j column j
-    of W, each block of 32 weights an fp16 scale and 32 int8 codes. Returns [..., N] in x's dtype."""
+    of W, each block of 32 weights an fp16 scale and 32 int8 codes. Returns [..., N] in x's dtype.
+    (Packs W on every call: a layer packs once, with block_linear.)"""
     return block_linear(raw, Q8_0)(x)
 
 
@@ -199,13 +222,13 @@ def q4_linear(x: torch.Tensor, raw: torch.Tensor, ggml_type: int) -> torch.Tenso
 
 
 def block_linear(raw: torch.Tensor, ggml_type: int):
-    """q4_linear or q8_0_linear with the weight bound once: a layer keeps the returned function and calls
-    it with x alone (a decode step makes about 150 of these calls, where each check costs microseconds)."""
+    """q4_linear or q8_0_linear with the weight packed and bound once: a layer keeps the returned function
+    (its `packed` attribute holds the packed weight; the raw rows are not kept) and calls it with x alone (a
+    decode step makes about 150 of these calls, where each check costs microseconds)."""
     if not load():
         raise RuntimeError(f"the CPU kernels are unavailable: {_error}")
-    assert ggml_type in BLOCK_BYTES and raw.dtype == torch.uint8 and raw.dim() == 2 and raw.is_contiguous()
-    assert raw.shape[1] % BLOCK_BYTES[ggml_type] == 0
     n, k = raw.shape[0], raw.shape[1] // BLOCK_BYTES[ggml_type] * 32
+    packed = pack_blocks(raw, ggml_type)
     name = "q8_0_linear" if ggml_type == Q8_0 else "q4_linear"
     extra = () if ggml_type == Q8_0 else (ggml_type,)
 
@@ -216,10 +239,11 @@ def block_linear(raw: torch.Tensor, ggml_type: int):
             raise TypeError(f"{name}: x must be float32 or bfloat16, not {x.dtype}")
         x = x.contiguous()
         out = torch.empty((*x.shape[:-1], n), dtype=x.dtype)
-        _run(name, x.dtype, x.data_ptr(), raw.data_ptr(), out.data_ptr(), x.numel() // k, n, k, *extra,
-             torch.get_num_threads(), keep=(x, raw, out))
+        _run(name, x.dtype, x.data_ptr(), packed.data_ptr(), out.data_ptr(), x.numel() // k, n, k, *extra,
+             torch.get_num_threads(), keep=(x, packed, out))
         return out
 
+    product.packed = packed
     return product
 
 
@@ -236,14 +260,14 @@ def kv_write(pool: torch.Tensor, loc: torch.Tensor, rows: torch.Tensor) -> None:
          rows.stride(0), keep=(rows, pool, loc))
 
 
-def q8_0_embedding(ids: torch.Tensor, raw: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Rows `ids` of a Q8_0 table (raw uint8 [vocab, dim / 32 * 34]), each value d * q, in `dtype`."""
+def q8_0_embedding(ids: torch.Tensor, packed: torch.Tensor, dim: int, dtype: torch.dtype) -> torch.Tensor:
+    """Rows `ids` of a Q8_0 table packed by pack_blocks (row i is column i of W), each value d * q, in
+    `dtype`: the rows the dequantized table holds, bit for bit."""
     ids = ids.contiguous()
-    assert ids.dtype == torch.int64 and raw.dtype == torch.uint8 and raw.is_contiguous()
-    dim = raw.shape[1] // BLOCK_BYTES[Q8_0] * 32
+    assert ids.dtype == torch.int64 and packed.dtype == torch.uint8 and packed.is_contiguous()
     out = torch.empty((*ids.shape, dim), dtype=dtype)
-    _run("q8_0_embedding", dtype, ids.data_ptr(), raw.data_ptr(), out.data_ptr(), ids.numel(), dim,
-         keep=(ids, raw, out))
+    _run("q8_0_embedding", dtype, ids.data_ptr(), packed.data_ptr(), out.data_ptr(), ids.numel(), dim,
+         keep=(ids, packed, out))
     return out
 
 

@@ -1,8 +1,8 @@
 """Compile the kernels in csrc/ once per machine and keep the library in a cache folder.
 
 The kernels live one concern to a file (norm.cpp, rotary.cpp, activation.cpp, attention.cpp,
-sampling.cpp, q8_0_linear.cpp, q4_linear.cpp, graph.cpp; common.h, which they all include, block_linear.h
-and int16_linear.h) and are built together into one library, in a second or two with g++ (no torch
+sampling.cpp, q8_0_linear.cpp, q4_linear.cpp, graph.cpp; common.h, which they all include, packed_blocks.h
+and packed_linear.h) and are built together into one library, in a second or two with g++ (no torch
 headers: the kernels see raw pointers). The library's name carries a hash of every file in csrc/ (names
 and contents, headers included), the compiler's version, the flags and this CPU's feature flags, so an
 edit to any of them, a new compiler or another machine gets its own build. Several processes may build

@@ -35,7 +35,8 @@ def test_q8_0_embedding_rows_are_the_dequantized_tables(dtype):
     raw = quantize(rng.standard_normal((20, 96)).astype(np.float32), GGMLQuantizationType.Q8_0)
     table = torch.from_numpy(np.asarray(dequantize(raw, GGMLQuantizationType.Q8_0), dtype=np.float32)).to(dtype)
     ids = torch.tensor([[3, 0], [19, 3]])
-    got = kernels.q8_0_embedding(ids, torch.from_numpy(np.ascontiguousarray(raw)), dtype)
+    packed = kernels.pack_blocks(torch.from_numpy(np.ascontiguousarray(raw)), kernels.Q8_0)
+    got = kernels.q8_0_embedding(ids, packed, 96, dtype)
     assert got.shape == (2, 2, 96) and got.dtype == dtype
     assert torch.equal(got, table[ids])
 

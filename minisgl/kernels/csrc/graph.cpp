@@ -11,7 +11,7 @@
 // writing a row's K or V into the pool (index_copy_), looking up Q8_0 embedding rows, and widening the
 // bfloat16 logits to float32.
 
-#include "block_linear.h"  // half_to_float, and common.h
+#include "packed_linear.h"  // the packed Q8_0 table (packed_blocks.h), half_to_float, and common.h
 
 using namespace minisgl;
 
@@ -51,19 +51,19 @@ void kv_write(const T* src, T* dst, const int64_t* loc, int64_t rows, int64_t wi
   for (int64_t i = 0; i < rows; ++i) std::memcpy(dst + loc[i] * width, src + i * row_stride, width * sizeof(T));
 }
 
-// Rows ids[i] of a Q8_0 table (per 32 values an fp16 scale d, then 32 int8 codes q): d * q in float32
-// (exact), stored in T. Bit for bit what dequantizing the whole table and indexing it gives.
+// Rows ids[i] of a packed Q8_0 table (packed_blocks.h: row i is column i % 8 of group i / 8): d * q in
+// float32 (exact), stored in T. Bit for bit what dequantizing the whole table and indexing it gives.
 template <typename T>
-void q8_0_embedding(const int64_t* ids, const uint8_t* raw, T* out, int64_t rows, int64_t dim) {
-  const int64_t blocks = dim / 32, row_bytes = blocks * 34;
+void q8_0_embedding(const int64_t* ids, const uint8_t* packed, T* out, int64_t rows, int64_t dim) {
+  const int64_t blocks = dim / BLOCK;
   for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = raw + ids[r] * row_bytes;
+    const uint8_t* grp = packed + ids[r] / GROUP * blocks * Q8Pack::BYTES;
+    const int c = static_cast<int>(ids[r] % GROUP);
     for (int64_t b = 0; b < blocks; ++b) {
-      uint16_t h;
-      std::memcpy(&h, row + b * 34, 2);
-      const float d = half_to_float(h);
-      const int8_t* q = reinterpret_cast<const int8_t*>(row + b * 34 + 2);
-      for (int i = 0; i < 32; ++i) out[r * dim + b * 32 + i] = from_float<T>(d * static_cast<float>(q[i]));
+      const uint8_t* blk = grp + b * Q8Pack::BYTES;
+      const float d = scale_of<Q8Pack>(blk, c);
+      for (int i = 0; i < BLOCK; ++i)
+        out[r * dim + b * BLOCK + i] = from_float<T>(d * static_cast<float>(Q8Pack::code(blk, c, i)));
     }
   }
 }

@@ -3,11 +3,12 @@
 torch's own int4 CPU kernel (gguf.py's GGUFInt4Linear) is the fall-back where the C++ kernels are off or
 do not build. Its layout costs two things at batch 1: it is not tuned for one row (about 94 % of a decode
 step's time went to it), and it holds each block's scale and zero in bfloat16, which rounds the
-weights. The C++ kernel reads the file's own bytes, 18 (Q4_0) or 20 (Q4_1) per 32 weights, with no copy
-in another layout: each block's fp16 scale d (and Q4_1's fp16 offset m) are exact in float32, so the
-float32 path multiplies by exactly the weights gguf's dequantizing gives: Q4_1 weight = q * d + m; Q4_0
-weight = (q - 8) * d, which is q * d + m with m = -8 d. The bfloat16 path (what the engine runs) makes x
-int16 per block and multiplies in integers (kernels/csrc/int16_linear.h).
+weights. The C++ kernel keeps the file's own bytes, 18 (Q4_0) or 20 (Q4_1) per 32 weights, repacked once
+at load into groups of 8 columns (kernels/csrc/packed_blocks.h): each block's fp16 scale d (and Q4_1's
+fp16 offset m) are exact in float32, so the float32 path multiplies by exactly the weights gguf's
+dequantizing gives: Q4_1 weight = q * d + m; Q4_0 weight = (q - 8) * d, which is q * d + m with m = -8 d.
+The bfloat16 path (what the engine runs) makes x int16 per block and multiplies in integers
+(kernels/csrc/packed_linear.h).
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ class GGUFQ4Linear(nn.Module):
         self.ggml_type = ggml_type
         self.out_features = raw.shape[0]
         self.in_features = raw.shape[1] // kernels.BLOCK_BYTES[ggml_type] * 32
-        self.register_buffer("raw", torch.from_numpy(np.array(raw, dtype=np.uint8, order="C")), persistent=False)
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
-        self.product = kernels.block_linear(self.raw, ggml_type)
+        self.product = kernels.block_linear(torch.from_numpy(np.array(raw, dtype=np.uint8, order="C")), ggml_type)
+        self.register_buffer("packed", self.product.packed, persistent=False)  # the file's rows are not kept
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.product(x)

@@ -2,10 +2,10 @@
 
 torch's own int8 CPU kernel (`aten._weight_int8pack_mm`) takes one scale per output row; Q8_0 has one per
 32 weights along K, and folding them into one per row would change the weights. So the product runs in
-the project's C++ kernel (kernels/csrc/q8_0_linear.cpp), which reads the file's own bytes: d * q is exact
-in float32, so its float32 path multiplies by the exact dequantized weight; its bfloat16 path (what the
-engine runs) makes x int16 per block and multiplies in integers. It reads 34 bytes per 32 weights where
-bfloat16 reads 64.
+the project's C++ kernel (kernels/csrc/q8_0_linear.cpp), which keeps the file's own bytes, repacked once
+at load into groups of 8 columns (kernels/csrc/packed_blocks.h): d * q is exact in float32, so its float32
+path multiplies by the exact dequantized weight; its bfloat16 path (what the engine runs) makes x int16
+per block and multiplies in integers. It reads 34 bytes per 32 weights where bfloat16 reads 64.
 
 In SmolLM2's Q4_1 file the one Q8_0 tensor is the token embedding, which is also the output projection
 (tied): `GGUFQ8Embedding` looks rows up (dequantizing only the rows asked for: bit-identical to looking
@@ -30,13 +30,14 @@ def q8_kernel_available() -> bool:
 
 
 class _Q8Weight(nn.Module):
-    """A copy of the file's rows of bytes as a uint8 buffer, which `model.to(dtype)` leaves alone."""
+    """The file's rows of bytes, packed for the kernel, as a uint8 buffer, which `model.to(dtype)` leaves
+    alone."""
 
     def __init__(self, raw: np.ndarray):
         super().__init__()
-        self.register_buffer("raw", torch.from_numpy(np.array(raw, dtype=np.uint8, order="C")), persistent=False)
         self.rows, self.cols = raw.shape[0], raw.shape[1] // _BLOCK_BYTES * GROUP_SIZE
-        self.matmul = kernels.block_linear(self.raw, Q8_0)
+        self.matmul = kernels.block_linear(torch.from_numpy(np.array(raw, dtype=np.uint8, order="C")), Q8_0)
+        self.register_buffer("packed", self.matmul.packed, persistent=False)  # the file's rows are not kept
 
 
 class GGUFQ8Linear(_Q8Weight):
@@ -64,12 +65,9 @@ class GGUFQ8Embedding(_Q8Weight):
         self.dtype = dtype
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        if input_ids.dtype == torch.int64 and self.dtype in (torch.float32, torch.bfloat16):
-            return kernels.q8_0_embedding(input_ids, self.raw, self.dtype)  # the lines below, in one C call
-        blocks = self.raw[input_ids].view(*input_ids.shape, -1, _BLOCK_BYTES)
-        scales = blocks[..., :2].contiguous().view(torch.float16).float()  # [..., blocks, 1]
-        codes = blocks[..., 2:].contiguous().view(torch.int8).float()
-        return (codes * scales).flatten(-2).to(self.dtype)  # d * q: exact in float32
+        if self.dtype in (torch.float32, torch.bfloat16):
+            return kernels.q8_0_embedding(input_ids.long(), self.packed, self.cols, self.dtype)
+        return kernels.q8_0_embedding(input_ids.long(), self.packed, self.cols, torch.float32).to(self.dtype)
 
     def extra_repr(self) -> str:
         return f"num_embeddings={self.num_embeddings}, embedding_dim={self.embedding_dim}, gguf q8_0"

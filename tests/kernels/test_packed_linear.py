@@ -1,8 +1,9 @@
-"""The bfloat16 path of the GGUF block kernels (kernels/csrc/int16_linear.h): x made int16 per block of 32
-with a power-of-two step, the products in integers.
+"""The GGUF block kernels over packed weights (kernels/csrc/packed_blocks.h, packed_linear.h). bfloat16 x is
+made int16 per block of 32 with a power-of-two step, and the products are integers.
 
-What it promises, checked on Q4_0, Q4_1 and Q8_0 blocks, with an odd number of blocks per row (the last
-pair of blocks is half empty) and with several rows:
+What it promises, checked on Q4_0, Q4_1 and Q8_0 blocks, with several rows and with a number of columns
+that leaves the last group of 8 short:
+- packing keeps every weight: the float32 product with the identity is the dequantized weight;
 - its result is the float32 path's (each weight made float, x times it in float32), rounded to bfloat16,
   give or take one bfloat16 step and what quantizing x can move: each value by at most half its block's
   step, 2^-15 of the block's largest |x|, times |w|;
@@ -70,10 +71,16 @@ def test_bf16_result_is_the_float32_one_rounded_give_or_take_quantizing_x(kind, 
 
 
 @pytest.mark.parametrize("kind", ["q4_0", "q4_1", "q8_0"])
+def test_packing_keeps_every_weight(kind):
+    product, w = _quantized(kind, 13, 64, seed=6)  # 13 columns: a full group of 8 and one of 5
+    assert torch.equal(product(torch.eye(64)).t(), w)
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q4_1", "q8_0"])
 def test_a_rows_result_does_not_depend_on_its_batch(kind):
-    """Every tile the kernel cuts a batch into (1 to 4 rows: the offsets in the products' loop; 5 to 8: in a
-    loop of their own; 9 and 13: two passes) gives each row the result it gets alone. 41 columns: where Q4
-    columns go two to a pass (AVX-512), the last one goes alone."""
+    """Every tile the kernel cuts a batch into (1 to 8 rows a pass where AVX-512 gives 32 registers, else up
+    to 4; 9 and 13 rows: two or more passes) gives each row the result it gets alone. 41 columns: the last
+    group of 8 holds one."""
     product, _ = _quantized(kind, 41, 160, seed=3)
     x = _x(13, 160, seed=3)
     alone = torch.cat([product(x[r:r + 1]) for r in range(13)])
@@ -84,7 +91,7 @@ def test_a_rows_result_does_not_depend_on_its_batch(kind):
 @pytest.mark.parametrize("kind", ["q4_1", "q8_0"])
 def test_inf_or_nan_in_x_makes_its_row_nan(kind):
     product, _ = _quantized(kind, 16, 64, seed=4)
-    for rows in (3, 6):  # one loop, and the offsets in a loop of their own
+    for rows in (3, 6):
         x = _x(rows, 64, seed=4)
         x[0, 3], x[2, 50] = float("inf"), float("nan")
         got = product(x)

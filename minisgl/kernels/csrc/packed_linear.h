@@ -1,0 +1,292 @@
+// x times packed GGUF blocks (packed_blocks.h): out[r, j] = sum_k x[r, k] * (q[j, k] * d + m), the weights
+// never made whole.
+//
+// bfloat16 x (what the engine runs): the products in integers, as llama.cpp does, but with x kept to 16
+// bits, not 8. Each block of 32 values of a row becomes int16 codes xq with one step dx, a power of two:
+// x ~ xq * dx, |xq| <= 32767. A bfloat16 value has 8 significant bits, so every value of the block within
+// a factor 128 of its largest is exact; the smaller ones are off by at most 2^-16 of the largest (bfloat16
+// itself rounds each value to 2^-9 of its own size). Then per row, column and block:
+//   S = sum of the 32 products q * xq            exact, in int32 (Q4: below 2^24, so exact as a float too)
+//   acc = fma(float(S), d * dx, acc)             d * dx is exact: dx is a power of two
+//   off = fma(m, sx, off)                        Q4 only; sx = the block's float sum of x, added in order
+// block after block, and the result is acc + off. That order is the definition: the AVX2 loop (8 columns
+// a vector, a row's pairs of x broadcast, VNNI's dpwssd or madd per pair of weights) and the plain loop
+// give the same bits, and a row's result never depends on the other rows in its batch.
+//
+// float32 x: each weight made float32 (q * d + m in one fused multiply-add, exactly the value gguf's own
+// dequantizing gives) and multiplied in float, k after k: a float32 product with the exact weights.
+
+#pragma once
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define MINISGL_PACKED_AVX2 1
+#include <immintrin.h>
+#endif
+
+#include <vector>
+
+#include "packed_blocks.h"
+
+namespace minisgl {
+
+inline float half_to_float(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0) return (sign ? -1.f : 1.f) * std::ldexp(static_cast<float>(man), -24);  // zero, subnormal
+  const uint32_t bits = sign | (exp == 31 ? 0x7f800000u : (exp + 112) << 23) | (man << 13);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+#endif
+}
+
+// column c's d and m of a packed block (Q4_0: m = -8 d, exact)
+template <class Pack>
+inline float scale_of(const uint8_t* blk, int c) { return half_to_float(load_u16(blk + 2 * c)); }
+template <class Pack>
+inline float offset_of(const uint8_t* blk, int c) {
+  return Pack::HEAD == 32 ? half_to_float(load_u16(blk + 16 + 2 * c)) : -8.f * scale_of<Pack>(blk, c);
+}
+
+// x's rows as int16 codes (x's own order), and per row and block the step dx and the float sum sx
+struct RowsI16 {
+  std::vector<int16_t> q;
+  std::vector<float> dx, sx;
+};
+
+#if MINISGL_PACKED_AVX2
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {  // bfloat16: the top half of a float32
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+#endif
+
+// one block of x: xq = x / dx (exact) to the nearest integer, ties to even, within +-32767
+template <typename T>
+inline void block_codes(const T* xb, float inv, int16_t* q) {
+#if MINISGL_PACKED_AVX2
+  const __m256 scale = _mm256_set1_ps(inv), top = _mm256_set1_ps(32767.f), bottom = _mm256_set1_ps(-32767.f);
+  for (int l = 0; l < BLOCK; l += 16) {
+    __m256i v[2];
+    for (int u = 0; u < 2; ++u) {
+      const __m256 r = _mm256_round_ps(_mm256_mul_ps(load8(xb + l + 8 * u), scale),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      v[u] = _mm256_cvtps_epi32(_mm256_max_ps(_mm256_min_ps(r, top), bottom));
+    }
+    // packs works per 128-bit half: reorder the 64-bit quarters back to x's order
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(v[0], v[1]), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + l), packed);
+  }
+#else
+  for (int i = 0; i < BLOCK; ++i) {
+    const float r = std::nearbyint(to_float(xb[i]) * inv);
+    q[i] = static_cast<int16_t>(r > 32767.f ? 32767.f : (r < -32767.f ? -32767.f : r));
+  }
+#endif
+}
+
+template <typename T>
+void quantize_rows(const T* x, int64_t rows, int64_t k, RowsI16& o) {
+  const int64_t blocks = k / BLOCK;
+  o.q.assign(rows * k, 0);
+  o.dx.assign(rows * blocks, 0.f);
+  o.sx.assign(rows * blocks, 0.f);
+  for (int64_t rb = 0; rb < rows * blocks; ++rb) {
+    const T* xb = x + rb * BLOCK;
+    float amax = 0.f, sum = 0.f;
+    for (int i = 0; i < BLOCK; ++i) {
+      sum += to_float(xb[i]);  // in order: the same sum on every CPU
+      amax = std::fmax(amax, std::fabs(to_float(xb[i])));
+    }
+    o.sx[rb] = sum;
+    if (std::isinf(amax) || std::isnan(sum)) {
+      o.dx[rb] = NAN;  // an inf or NaN in x: every sum of the row becomes NaN, as the float product would
+      continue;
+    }
+    if (amax == 0.f) continue;  // codes stay 0
+    int e;
+    std::frexp(amax, &e);  // amax < 2^e
+    o.dx[rb] = std::ldexp(1.f, e - 15);
+    block_codes(xb, std::ldexp(1.f, 15 - e), o.q.data() + rb * BLOCK);
+  }
+}
+
+// one group, rows [r0, r0 + TILE): the definition above, in plain C++ (where AVX2 is missing)
+template <int TILE, class Pack>
+inline void tile_plain(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t blocks, float (*out)[GROUP]) {
+  for (int t = 0; t < TILE; ++t)
+    for (int c = 0; c < GROUP; ++c) {
+      float acc = 0.f, off = 0.f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* blk = grp + b * Pack::BYTES;
+        const int16_t* xq = x.q.data() + ((r0 + t) * blocks + b) * BLOCK;
+        int32_t s = 0;
+        for (int k = 0; k < BLOCK; ++k) s += Pack::code(blk, c, k) * xq[k];
+        acc = std::fma(static_cast<float>(s), scale_of<Pack>(blk, c) * x.dx[(r0 + t) * blocks + b], acc);
+        if (Pack::OFFSETS) off = std::fma(offset_of<Pack>(blk, c), x.sx[(r0 + t) * blocks + b], off);
+      }
+      out[t][c] = acc + off;
+    }
+}
+
+#if MINISGL_PACKED_AVX2
+// How far ahead of the block being multiplied its bytes are asked for (a software prefetch): the groups
+// lie one after another, one stream. 16 KB ahead was what batch-1 products needed to run at memory speed.
+constexpr int PREFETCH = 16384;
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define PACKED_DOT(s, w, x) _mm256_dpwssd_epi32(s, w, x)
+#elif defined(__AVXVNNI__)
+#define PACKED_DOT(s, w, x) _mm256_dpwssd_avx_epi32(s, w, x)
+#else
+#define PACKED_DOT(s, w, x) _mm256_add_epi32(s, _mm256_madd_epi16(w, x))
+#endif
+
+// four pairs' weights of a block (pairs 4u .. 4u + 3) as int16 vectors, lane 2c + h
+template <class Pack>
+inline void pairs_of(const uint8_t* blk, int u, __m256i* w) {
+  if constexpr (Pack::OFFSETS) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + Pack::HEAD + 32 * u));
+    const __m256i nibble = _mm256_set1_epi16(15);
+    w[0] = _mm256_and_si256(v, nibble);
+    w[1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+    w[2] = _mm256_and_si256(_mm256_srli_epi16(v, 8), nibble);
+    w[3] = _mm256_srli_epi16(v, 12);
+  } else {
+    for (int s = 0; s < 4; ++s)
+      w[s] = _mm256_cvtepi8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + Pack::HEAD + 16 * (4 * u + s))));
+  }
+}
+
+// A row's integer sum goes in CHAINS accumulators (added at the end: integers, so in any order) so that few
+// rows still keep several multiply-adds in flight; the float part is one multiply-add per row and block.
+template <int TILE, class Pack>
+inline void tile_avx2(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t blocks, float (*out)[GROUP]) {
+  constexpr int CHAINS = TILE >= 8 ? 1 : (TILE >= 4 ? 2 : (TILE >= 2 ? 4 : 8));
+  __m256 acc[TILE], off[TILE];
+  for (int t = 0; t < TILE; ++t) acc[t] = off[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = grp + b * Pack::BYTES;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + PREFETCH, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + PREFETCH + 64, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + PREFETCH + 128, _MM_HINT_T0);
+    if (Pack::BYTES > 192) _mm_prefetch(reinterpret_cast<const char*>(blk) + PREFETCH + 192, _MM_HINT_T0);
+    __m256i s[TILE][CHAINS];
+    for (int t = 0; t < TILE; ++t)
+      for (int c = 0; c < CHAINS; ++c) s[t][c] = _mm256_setzero_si256();
+    for (int u = 0; u < 4; ++u) {
+      __m256i w[4];
+      pairs_of<Pack>(blk, u, w);
+      for (int t = 0; t < TILE; ++t) {
+        const int16_t* xq = x.q.data() + ((r0 + t) * blocks + b) * BLOCK + 8 * u;
+        for (int p = 0; p < 4; ++p) {
+          int32_t pair;
+          std::memcpy(&pair, xq + 2 * p, 4);
+          __m256i& chain = s[t][(4 * u + p) % CHAINS];
+          chain = PACKED_DOT(chain, w[p], _mm256_set1_epi32(pair));
+        }
+      }
+    }
+    for (int t = 0; t < TILE; ++t)
+      for (int c = 1; c < CHAINS; ++c) s[t][0] = _mm256_add_epi32(s[t][0], s[t][c]);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    __m256 m = _mm256_setzero_ps();
+    if constexpr (Pack::OFFSETS)
+      m = Pack::HEAD == 32 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)))
+                           : _mm256_mul_ps(d, _mm256_set1_ps(-8.f));
+    for (int t = 0; t < TILE; ++t) {
+      const int64_t at = (r0 + t) * blocks + b;
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][0]), _mm256_mul_ps(d, _mm256_set1_ps(x.dx[at])), acc[t]);
+      if constexpr (Pack::OFFSETS) off[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(x.sx[at]), off[t]);
+    }
+  }
+  for (int t = 0; t < TILE; ++t) _mm256_storeu_ps(out[t], _mm256_add_ps(acc[t], off[t]));
+}
+#endif
+
+#if MINISGL_PACKED_AVX2 && defined(__AVX512VL__)
+constexpr int TILE_ROWS = 8;  // rows per pass over a group: AVX-512's 32 registers hold 8 rows' sums
+#else
+constexpr int TILE_ROWS = 4;
+#endif
+
+template <int TILE, class Pack>
+inline void tile_i16(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t blocks, float (*out)[GROUP]) {
+#if MINISGL_PACKED_AVX2
+  tile_avx2<TILE, Pack>(x, r0, grp, blocks, out);
+#else
+  tile_plain<TILE, Pack>(x, r0, grp, blocks, out);
+#endif
+}
+
+// float32 x: per group, block and row, k after k: acc[c] += x[k] * (q * d + m)
+template <class Pack>
+inline void group_f32(const float* x, int64_t rows, int64_t k, const uint8_t* grp, float (*out)[GROUP]) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int c = 0; c < GROUP; ++c) out[r][c] = 0.f;
+  for (int64_t b = 0; b < k / BLOCK; ++b) {
+    const uint8_t* blk = grp + b * Pack::BYTES;
+    float w[BLOCK][GROUP];
+    for (int c = 0; c < GROUP; ++c) {
+      const float d = scale_of<Pack>(blk, c), m = Pack::OFFSETS ? offset_of<Pack>(blk, c) : 0.f;
+      for (int i = 0; i < BLOCK; ++i)
+        w[i][c] = Pack::OFFSETS ? std::fma(static_cast<float>(Pack::code(blk, c, i)), d, m)
+                                : d * static_cast<float>(Pack::code(blk, c, i));  // exact
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int i = 0; i < BLOCK; ++i)
+        for (int c = 0; c < GROUP; ++c) out[r][c] = std::fma(x[r * k + b * BLOCK + i], w[i][c], out[r][c]);
+  }
+}
+
+template <typename T, class Pack>
+void packed_linear(const T* x, const uint8_t* packed, T* out, int64_t rows, int64_t n, int64_t k, int threads) {
+  const int64_t blocks = k / BLOCK, groups = (n + GROUP - 1) / GROUP;
+  const bool worth = n * k * rows >= 65536;
+  if constexpr (sizeof(T) == 4) {
+    parallel_for(groups, threads, worth, [&](int64_t g) {
+      std::vector<float> sums(rows * GROUP);
+      auto* rows_out = reinterpret_cast<float(*)[GROUP]>(sums.data());
+      group_f32<Pack>(x, rows, k, packed + g * blocks * Pack::BYTES, rows_out);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int c = 0; c < GROUP && g * GROUP + c < n; ++c) out[r * n + g * GROUP + c] = rows_out[r][c];
+    });
+    return;
+  } else {
+    static thread_local RowsI16 xq;
+    quantize_rows(x, rows, k, xq);
+    parallel_for(groups, threads, worth, [&](int64_t g) {
+      const uint8_t* grp = packed + g * blocks * Pack::BYTES;
+      float sums[TILE_ROWS][GROUP];
+      for (int64_t r0 = 0, passes = (rows + TILE_ROWS - 1) / TILE_ROWS; r0 < rows; --passes) {
+        const int64_t tile = (rows - r0 + passes - 1) / passes;  // even tiles: 5 rows are one pass
+        switch (tile) {
+          case 1: tile_i16<1, Pack>(xq, r0, grp, blocks, sums); break;
+          case 2: tile_i16<2, Pack>(xq, r0, grp, blocks, sums); break;
+          case 3: tile_i16<3, Pack>(xq, r0, grp, blocks, sums); break;
+          default:
+            if constexpr (TILE_ROWS == 8) {
+              switch (tile) {
+                case 4: tile_i16<4, Pack>(xq, r0, grp, blocks, sums); break;
+                case 5: tile_i16<5, Pack>(xq, r0, grp, blocks, sums); break;
+                case 6: tile_i16<6, Pack>(xq, r0, grp, blocks, sums); break;
+                case 7: tile_i16<7, Pack>(xq, r0, grp, blocks, sums); break;
+                default: tile_i16<8, Pack>(xq, r0, grp, blocks, sums); break;
+              }
+            } else {
+              tile_i16<4, Pack>(xq, r0, grp, blocks, sums);
+            }
+        }
+        for (int64_t t = 0; t < tile; ++t)
+          for (int c = 0; c < GROUP && g * GROUP + c < n; ++c) out[(r0 + t) * n + g * GROUP + c] = from_float<T>(sums[t][c]);
+        r0 += tile;
+      }
+    });
+  }
+}
+
+}  // namespace minisgl
