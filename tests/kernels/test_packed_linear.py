@@ -89,6 +89,24 @@ def test_a_rows_result_does_not_depend_on_its_batch(kind):
 
 
 @pytest.mark.parametrize("kind", ["q4_1", "q8_0"])
+def test_two_threads_share_the_groups_and_give_the_same_result(kind):
+    """Each thread takes whole groups of 8 columns; x's codes are made once, in the calling thread."""
+    product, _ = _quantized(kind, 300, 576, seed=7)  # 38 groups, the last one short
+    x = _x(5, 576, seed=7)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        alone = [product(x[:1]), product(x), product(x.float())]
+        torch.set_num_threads(2)
+        assert torch.get_num_threads() == 2
+        shared = [product(x[:1]), product(x), product(x.float())]
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(alone, shared):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("kind", ["q4_1", "q8_0"])
 def test_inf_or_nan_in_x_makes_its_row_nan(kind):
     product, _ = _quantized(kind, 16, 64, seed=4)
     for rows in (3, 6):

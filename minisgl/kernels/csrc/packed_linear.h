@@ -257,8 +257,9 @@ void packed_linear(const T* x, const uint8_t* packed, T* out, int64_t rows, int6
     });
     return;
   } else {
-    static thread_local RowsI16 xq;
-    quantize_rows(x, rows, k, xq);
+    static thread_local RowsI16 codes;  // this thread's: the workers below read it through `xq`
+    quantize_rows(x, rows, k, codes);
+    const RowsI16& xq = codes;
     parallel_for(groups, threads, worth, [&](int64_t g) {
       const uint8_t* grp = packed + g * blocks * Pack::BYTES;
       float sums[TILE_ROWS][GROUP];
