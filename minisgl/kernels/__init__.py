@@ -5,7 +5,7 @@ batch-64 decode spent over a third of its time copying each request's K and V ou
 a padded batch and attending over it. These kernels do each of those jobs in one pass: RMSNorm (with the
 residual add fused in), rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots
 where they are, linear layers over the GGUF file's own Q4_0, Q4_1 and Q8_0 blocks (never dequantized:
-repacked once into groups of 8 columns, the same bytes; bfloat16 x is multiplied in integers), and greedy sampling (argmax and its log-probability in one pass
+repacked once into groups of 8 or 16 columns, the same bytes; bfloat16 x is multiplied in integers), and greedy sampling (argmax and its log-probability in one pass
 over the logits). Three more take the last torch ops out of a decode step (writing K/V into the pool,
 Q8_0 embedding rows, the logits made float32), so that kernels/graph.py can record a whole step's kernel
 calls and replay them in one C call (csrc/graph.cpp; model_executor/cpu_graph_runner.py).
@@ -34,6 +34,7 @@ _error: str | None = None
 _fns: dict[tuple[str, torch.dtype], ctypes._CFuncPtr] = {}  # (kernel, dtype) -> its C function
 _LANES = (8, 16, 4, 32, 1)  # the float vector widths torch's CPU builds use (AVX2, AVX-512, Arm, ...)
 _lanes = 8  # this torch's, found by load()
+_group = 8  # output columns per packed group of the GGUF kernels on this CPU (8, or 16 with AVX-512)
 
 _P, _I, _F, _N = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 _SIGNATURES = {
@@ -53,7 +54,7 @@ _recorders: dict = {}
 
 def load() -> bool:
     """Build (once per machine) and load the library; False, with the reason kept, where that fails."""
-    global _lib, _error, _lanes
+    global _lib, _error, _lanes, _group
     if _lib is None and _error is None:
         try:
             lib = load_library()
@@ -67,6 +68,8 @@ def load() -> bool:
             lib.bf16_to_f32.argtypes, lib.bf16_to_f32.restype = [_P, _P, _I], None
             lib.q4_pack.argtypes, lib.q4_pack.restype = [_P, _P, _I, _I, _N], None
             lib.q8_0_pack.argtypes, lib.q8_0_pack.restype = [_P, _P, _I, _I], None
+            lib.packed_group.argtypes, lib.packed_group.restype = [], ctypes.c_int
+            _group = lib.packed_group()
             _fns["bf16_to_f32", torch.bfloat16] = lib.bf16_to_f32
             _lib = lib
             found = sum_lanes()  # after _lib is set: it runs the kernel
@@ -185,21 +188,18 @@ def greedy_sample(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 Q4_0, Q4_1, Q8_0 = 2, 3, 8  # ggml types
 BLOCK_BYTES = {Q4_0: 18, Q4_1: 20, Q8_0: 34}  # per 32 weights, in the file and packed alike
-GROUP = 8  # output columns per packed group (csrc/packed_blocks.h)
-
-
 def pack_blocks(raw: torch.Tensor, ggml_type: int) -> torch.Tensor:
     """The file's rows of blocks (uint8 [N, K / 32 * bytes], row j column j of W) repacked for the kernels:
-    groups of 8 columns side by side, per block their scales then their codes pair by pair
-    (csrc/packed_blocks.h). The same bytes per weight; a last group short of 8 columns is padded with zeros.
-    Returns uint8 [ceil(N / 8), K / 32 * 8 * bytes]."""
+    groups of G columns side by side (G = 8, or 16 on a CPU with AVX-512), per block their scales then their
+    codes pair by pair (csrc/packed_blocks.h). The same bytes per weight; a last group short of G columns is
+    padded with zeros. Returns uint8 [ceil(N / G), K / 32 * G * bytes]."""
     if not load():
         raise RuntimeError(f"the CPU kernels are unavailable: {_error}")
     assert ggml_type in BLOCK_BYTES and raw.dtype == torch.uint8 and raw.dim() == 2
     raw = raw.contiguous()
     assert raw.shape[1] % BLOCK_BYTES[ggml_type] == 0
     n, k = raw.shape[0], raw.shape[1] // BLOCK_BYTES[ggml_type] * 32
-    packed = torch.empty(((n + GROUP - 1) // GROUP, raw.shape[1] * GROUP), dtype=torch.uint8)
+    packed = torch.empty(((n + _group - 1) // _group, raw.shape[1] * _group), dtype=torch.uint8)
     if ggml_type == Q8_0:
         _lib.q8_0_pack(raw.data_ptr(), packed.data_ptr(), n, k)
     else:

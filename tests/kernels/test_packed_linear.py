@@ -8,17 +8,23 @@ that leaves the last group of 8 short:
   give or take one bfloat16 step and what quantizing x can move: each value by at most half its block's
   step, 2^-15 of the block's largest |x|, times |w|;
 - most results are bit-equal to that rounding;
-- a row's result does not depend on the rows multiplied with it;
+- a row's result does not depend on the rows multiplied with it, nor on the threads, nor on the CPU: the
+  plain C++ loop gives the bits of the vector one;
 - an inf or NaN in a row of x makes that row's results NaN, as a float product would.
 """
 
 from __future__ import annotations
+
+import ctypes
+import platform
+import subprocess
 
 import numpy as np
 import pytest
 import torch
 
 from minisgl import kernels
+from minisgl.kernels import build
 
 pytestmark = pytest.mark.skipif(not kernels.load(), reason="the C++ cpu kernels did not build here")
 
@@ -123,3 +129,41 @@ def test_a_bound_weight_refuses_x_of_another_width_or_dtype():
         product(torch.ones(1, 32, dtype=torch.bfloat16))
     with pytest.raises(TypeError, match="float32 or bfloat16"):
         product(torch.ones(1, 64, dtype=torch.float16))
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="builds the kernels for the x86-64 baseline")
+def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
+    """The order of a product's additions is the definition (csrc/packed_linear.h): the two GGUF kernels built
+    for the x86-64 baseline (no AVX2: the plain C++ loop, 8 columns a group) give the bits this CPU's build
+    gives (AVX2 or AVX-512, 8 or 16 columns a group, VNNI or not)."""
+    from gguf.constants import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    flags = [f for f in build.FLAGS if not f.startswith("-march")] + ["-march=x86-64"]
+    files = [str(build.SOURCE_DIR / name) for name in ("q4_linear.cpp", "q8_0_linear.cpp")]
+    lib_path = tmp_path / "plain.so"
+    done = subprocess.run([build._compiler(), *flags, *files, "-o", str(lib_path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    plain = ctypes.CDLL(str(lib_path))
+    assert plain.packed_group() == 8
+    p, i = ctypes.c_void_p, ctypes.c_int64
+    g = np.random.default_rng(8)
+    for ggml_type, qtype in [(kernels.Q4_0, GGMLQuantizationType.Q4_0), (kernels.Q4_1, GGMLQuantizationType.Q4_1),
+                             (kernels.Q8_0, GGMLQuantizationType.Q8_0)]:
+        n, k = 37, 160
+        raw = torch.from_numpy(np.ascontiguousarray(quantize((g.standard_normal((n, k)) * 0.05).astype(np.float32), qtype)))
+        ours = kernels.block_linear(raw, ggml_type)
+        packed = torch.empty(((n + 7) // 8) * raw.shape[1] * 8, dtype=torch.uint8)
+        if ggml_type == kernels.Q8_0:
+            plain.q8_0_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k))
+        else:
+            plain.q4_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k), ctypes.c_int(ggml_type))
+        for rows in (1, 5, 9):
+            x = _x(rows, k, seed=rows).contiguous()
+            got = torch.empty(rows, n, dtype=torch.bfloat16)
+            args = [p(x.data_ptr()), p(packed.data_ptr()), p(got.data_ptr()), i(rows), i(n), i(k)]
+            if ggml_type == kernels.Q8_0:
+                plain.q8_0_linear_bf16(*args, ctypes.c_int(1))
+            else:
+                plain.q4_linear_bf16(*args, ctypes.c_int(ggml_type), ctypes.c_int(1))
+            assert torch.equal(got.view(torch.int16), ours(x).view(torch.int16)), (ggml_type, rows)

@@ -9,23 +9,16 @@
 //   S = sum of the 32 products q * xq            exact, in int32 (Q4: below 2^24, so exact as a float too)
 //   acc = fma(float(S), d * dx, acc)             d * dx is exact: dx is a power of two
 //   off = fma(m, sx, off)                        Q4 only; sx = the block's float sum of x, added in order
-// block after block, and the result is acc + off. That order is the definition: the AVX2 loop (8 columns
-// a vector, a row's pairs of x broadcast, VNNI's dpwssd or madd per pair of weights) and the plain loop
-// give the same bits, and a row's result never depends on the other rows in its batch.
+// block after block, and the result is acc + off. That order is the definition: the vector loop (8 columns
+// a vector, or 16 with AVX-512; a row's pairs of x broadcast, VNNI's dpwssd or madd per pair of weights) and
+// the plain loop give the same bits, and a row's result never depends on the other rows in its batch.
 //
 // float32 x: each weight made float32 (q * d + m in one fused multiply-add, exactly the value gguf's own
 // dequantizing gives) and multiplied in float, k after k: a float32 product with the exact weights.
 
 #pragma once
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define MINISGL_PACKED_AVX2 1
-#include <immintrin.h>
-#endif
-
-#include <vector>
-
-#include "packed_blocks.h"
+#include "packed_simd.h"
 
 namespace minisgl {
 
@@ -47,14 +40,8 @@ template <class Pack>
 inline float scale_of(const uint8_t* blk, int c) { return half_to_float(load_u16(blk + 2 * c)); }
 template <class Pack>
 inline float offset_of(const uint8_t* blk, int c) {
-  return Pack::HEAD == 32 ? half_to_float(load_u16(blk + 16 + 2 * c)) : -8.f * scale_of<Pack>(blk, c);
+  return Pack::HEAD == 4 * GROUP ? half_to_float(load_u16(blk + 2 * GROUP + 2 * c)) : -8.f * scale_of<Pack>(blk, c);
 }
-
-// x's rows as int16 codes (x's own order), and per row and block the step dx and the float sum sx
-struct RowsI16 {
-  std::vector<int16_t> q;
-  std::vector<float> dx, sx;
-};
 
 #if MINISGL_PACKED_AVX2
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -132,83 +119,7 @@ inline void tile_plain(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t
     }
 }
 
-#if MINISGL_PACKED_AVX2
-// How far ahead of the block being multiplied its bytes are asked for (a software prefetch): the groups
-// lie one after another, one stream. 16 KB ahead was what batch-1 products needed to run at memory speed.
-constexpr int PREFETCH = 16384;
-
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-#define PACKED_DOT(s, w, x) _mm256_dpwssd_epi32(s, w, x)
-#elif defined(__AVXVNNI__)
-#define PACKED_DOT(s, w, x) _mm256_dpwssd_avx_epi32(s, w, x)
-#else
-#define PACKED_DOT(s, w, x) _mm256_add_epi32(s, _mm256_madd_epi16(w, x))
-#endif
-
-// four pairs' weights of a block (pairs 4u .. 4u + 3) as int16 vectors, lane 2c + h
-template <class Pack>
-inline void pairs_of(const uint8_t* blk, int u, __m256i* w) {
-  if constexpr (Pack::OFFSETS) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + Pack::HEAD + 32 * u));
-    const __m256i nibble = _mm256_set1_epi16(15);
-    w[0] = _mm256_and_si256(v, nibble);
-    w[1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
-    w[2] = _mm256_and_si256(_mm256_srli_epi16(v, 8), nibble);
-    w[3] = _mm256_srli_epi16(v, 12);
-  } else {
-    for (int s = 0; s < 4; ++s)
-      w[s] = _mm256_cvtepi8_epi16(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + Pack::HEAD + 16 * (4 * u + s))));
-  }
-}
-
-// A row's integer sum goes in CHAINS accumulators (added at the end: integers, so in any order) so that few
-// rows still keep several multiply-adds in flight; the float part is one multiply-add per row and block.
-template <int TILE, class Pack>
-inline void tile_avx2(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t blocks, float (*out)[GROUP]) {
-  constexpr int CHAINS = TILE >= 8 ? 1 : (TILE >= 4 ? 2 : (TILE >= 2 ? 4 : 8));
-  __m256 acc[TILE], off[TILE];
-  for (int t = 0; t < TILE; ++t) acc[t] = off[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* blk = grp + b * Pack::BYTES;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + PREFETCH, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + PREFETCH + 64, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + PREFETCH + 128, _MM_HINT_T0);
-    if (Pack::BYTES > 192) _mm_prefetch(reinterpret_cast<const char*>(blk) + PREFETCH + 192, _MM_HINT_T0);
-    __m256i s[TILE][CHAINS];
-    for (int t = 0; t < TILE; ++t)
-      for (int c = 0; c < CHAINS; ++c) s[t][c] = _mm256_setzero_si256();
-    for (int u = 0; u < 4; ++u) {
-      __m256i w[4];
-      pairs_of<Pack>(blk, u, w);
-      for (int t = 0; t < TILE; ++t) {
-        const int16_t* xq = x.q.data() + ((r0 + t) * blocks + b) * BLOCK + 8 * u;
-        for (int p = 0; p < 4; ++p) {
-          int32_t pair;
-          std::memcpy(&pair, xq + 2 * p, 4);
-          __m256i& chain = s[t][(4 * u + p) % CHAINS];
-          chain = PACKED_DOT(chain, w[p], _mm256_set1_epi32(pair));
-        }
-      }
-    }
-    for (int t = 0; t < TILE; ++t)
-      for (int c = 1; c < CHAINS; ++c) s[t][0] = _mm256_add_epi32(s[t][0], s[t][c]);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-    __m256 m = _mm256_setzero_ps();
-    if constexpr (Pack::OFFSETS)
-      m = Pack::HEAD == 32 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)))
-                           : _mm256_mul_ps(d, _mm256_set1_ps(-8.f));
-    for (int t = 0; t < TILE; ++t) {
-      const int64_t at = (r0 + t) * blocks + b;
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t][0]), _mm256_mul_ps(d, _mm256_set1_ps(x.dx[at])), acc[t]);
-      if constexpr (Pack::OFFSETS) off[t] = _mm256_fmadd_ps(m, _mm256_set1_ps(x.sx[at]), off[t]);
-    }
-  }
-  for (int t = 0; t < TILE; ++t) _mm256_storeu_ps(out[t], _mm256_add_ps(acc[t], off[t]));
-}
-#endif
-
-#if MINISGL_PACKED_AVX2 && defined(__AVX512VL__)
+#if MINISGL_PACKED_AVX512
 constexpr int TILE_ROWS = 8;  // rows per pass over a group: AVX-512's 32 registers hold 8 rows' sums
 #else
 constexpr int TILE_ROWS = 4;
@@ -217,7 +128,7 @@ constexpr int TILE_ROWS = 4;
 template <int TILE, class Pack>
 inline void tile_i16(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t blocks, float (*out)[GROUP]) {
 #if MINISGL_PACKED_AVX2
-  tile_avx2<TILE, Pack>(x, r0, grp, blocks, out);
+  tile_simd<TILE, Pack>(x, r0, grp, blocks, out);
 #else
   tile_plain<TILE, Pack>(x, r0, grp, blocks, out);
 #endif

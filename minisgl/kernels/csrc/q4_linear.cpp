@@ -6,7 +6,7 @@
 // The file's blocks: per 32 weights an fp16 scale d, for Q4_1 an fp16 offset m (Q4_0 has m = -8 d), then
 // 16 bytes of 4-bit codes q in 0..15 (weight i in the low nibble of byte i, weight i + 16 in the high
 // nibble): 18 or 20 bytes per 32 weights, where bfloat16 takes 64. q4_pack repacks them once, at load, into
-// groups of 8 columns with the same bytes (packed_blocks.h); q4_linear multiplies the packed groups
+// groups of 8 or 16 columns with the same bytes (packed_blocks.h); q4_linear multiplies the packed groups
 // (packed_linear.h). Batch-1 decode reads every weight once per token, as one stream of bytes.
 
 #include "packed_linear.h"
@@ -27,7 +27,10 @@ void q4_linear(const T* x, const uint8_t* packed, T* out, int64_t rows, int64_t 
 
 }  // namespace
 
-// raw: the file's rows [n, k / 32 * 18 or 20]; packed: ceil(n / 8) * (k / 32) * 144 or 160 bytes
+// columns per packed group on this CPU (8, or 16 with AVX-512): kernels/__init__.py sizes the packed buffers
+extern "C" int packed_group() { return GROUP; }
+
+// raw: the file's rows [n, k / 32 * 18 or 20]; packed: ceil(n / GROUP) * (k / 32) * GROUP * 18 or 20 bytes
 extern "C" void q4_pack(const uint8_t* raw, uint8_t* packed, int64_t n, int64_t k, int ggml_type) {
   if (ggml_type == 3)
     pack_blocks<Q4Pack<20>>(raw, packed, n, k);

@@ -3,7 +3,7 @@
 //   q8_0_linear         out[r, j] = sum_k x[r, k] * d[j, k / 32] * q[j, k]
 //
 // The file's blocks: per 32 weights an fp16 scale d then 32 int8 codes q, 34 bytes, where bfloat16 takes
-// 64. q8_0_pack repacks them once, at load, into groups of 8 columns with the same bytes (packed_blocks.h);
+// 64. q8_0_pack repacks them once, at load, into groups of 8 or 16 columns with the same bytes (packed_blocks.h);
 // q8_0_linear multiplies the packed groups (packed_linear.h): d * q is exact in float32, so the float32
 // path multiplies by the exact dequantized weight.
 
@@ -20,7 +20,7 @@ void q8_0_linear(const T* x, const uint8_t* packed, T* out, int64_t rows, int64_
 
 }  // namespace
 
-// raw: the file's rows [n, k / 32 * 34]; packed: ceil(n / 8) * (k / 32) * 272 bytes
+// raw: the file's rows [n, k / 32 * 34]; packed: ceil(n / GROUP) * (k / 32) * GROUP * 34 bytes
 extern "C" void q8_0_pack(const uint8_t* raw, uint8_t* packed, int64_t n, int64_t k) {
   pack_blocks<Q8Pack>(raw, packed, n, k);
 }
