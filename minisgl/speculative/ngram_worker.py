@@ -15,7 +15,7 @@ Greedy outputs are the same tokens as without speculation: every appended token 
 whose inputs are all accepted tokens. Sampled requests (not greedy) run their one decode row.
 
 How many drafts (adaptive, the default; --disable-adaptive-draft drafts K every round): a verified row is
-not free (on a CPU, about 0.4 of a decode step each), so a request earns its drafts. It starts at 1 draft
+not free (on a CPU, a part of a decode step each), so a request earns its drafts. It starts at 1 draft
 token; a round whose drafts were all accepted doubles its limit (up to K), a rejection drops it to the
 number accepted (at least 1). Text that repeats climbs to K within a few rounds; text that does not
 verifies one draft now and then, at little cost. The limit depends only on the request's own tokens, so a
