@@ -5,10 +5,11 @@ batch-64 decode spent over a third of its time copying each request's K and V ou
 a padded batch and attending over it. These kernels do each of those jobs in one pass: RMSNorm (with the
 residual add fused in), rotary embedding in place, SiLU-and-mul, decode attention that reads the KV slots
 where they are, linear layers over the GGUF file's own Q4_0, Q4_1 and Q8_0 blocks (never dequantized:
-repacked once into groups of 8 or 16 columns, the same bytes; bfloat16 x is multiplied in integers), and greedy sampling (argmax and its log-probability in one pass
-over the logits). Three more take the last torch ops out of a decode step (writing K/V into the pool,
-Q8_0 embedding rows, the logits made float32), so that kernels/graph.py can record a whole step's kernel
-calls and replay them in one C call (csrc/graph.cpp; model_executor/cpu_graph_runner.py).
+repacked once into groups of 8 or 16 columns, the same bytes; bfloat16 x is multiplied in integers), and
+greedy sampling (argmax and its log-probability in one pass over the logits). Three more take the last
+torch ops out of a decode step (writing K/V into the pool, Q8_0 embedding rows, the logits made float32),
+so that kernels/graph.py can record a whole step's kernel calls and replay them in one C call
+(csrc/graph.cpp; model_executor/cpu_graph_runner.py).
 
 `load()` builds the library on first use (see build.py); `available()` says whether that worked and
 `unavailable_reason()` why not. Kernels take contiguous float32 or bfloat16 CPU tensors (`supports`);
@@ -188,6 +189,8 @@ def greedy_sample(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 Q4_0, Q4_1, Q8_0 = 2, 3, 8  # ggml types
 BLOCK_BYTES = {Q4_0: 18, Q4_1: 20, Q8_0: 34}  # per 32 weights, in the file and packed alike
+
+
 def pack_blocks(raw: torch.Tensor, ggml_type: int) -> torch.Tensor:
     """The file's rows of blocks (uint8 [N, K / 32 * bytes], row j column j of W) repacked for the kernels:
     groups of G columns side by side (G = 8, or 16 on a CPU with AVX-512), per block their scales then their

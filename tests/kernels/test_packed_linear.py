@@ -151,7 +151,8 @@ def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
     for ggml_type, qtype in [(kernels.Q4_0, GGMLQuantizationType.Q4_0), (kernels.Q4_1, GGMLQuantizationType.Q4_1),
                              (kernels.Q8_0, GGMLQuantizationType.Q8_0)]:
         n, k = 37, 160
-        raw = torch.from_numpy(np.ascontiguousarray(quantize((g.standard_normal((n, k)) * 0.05).astype(np.float32), qtype)))
+        w = (g.standard_normal((n, k)) * 0.05).astype(np.float32)
+        raw = torch.from_numpy(np.ascontiguousarray(quantize(w, qtype)))
         ours = kernels.block_linear(raw, ggml_type)
         packed = torch.empty(((n + 7) // 8) * raw.shape[1] * 8, dtype=torch.uint8)
         if ggml_type == kernels.Q8_0:

@@ -194,7 +194,8 @@ void packed_linear(const T* x, const uint8_t* packed, T* out, int64_t rows, int6
             }
         }
         for (int64_t t = 0; t < tile; ++t)
-          for (int c = 0; c < GROUP && g * GROUP + c < n; ++c) out[(r0 + t) * n + g * GROUP + c] = from_float<T>(sums[t][c]);
+          for (int c = 0; c < GROUP && g * GROUP + c < n; ++c)
+            out[(r0 + t) * n + g * GROUP + c] = from_float<T>(sums[t][c]);
         r0 += tile;
       }
     });

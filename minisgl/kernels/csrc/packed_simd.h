@@ -17,7 +17,9 @@ constexpr int PREFETCH = 16384;
 using VI = __m512i;
 using VF = __m512;
 inline VI load_i(const uint8_t* p) { return _mm512_loadu_si512(p); }
-inline VI widen_i8(const uint8_t* p) { return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline VI widen_i8(const uint8_t* p) {
+  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
 inline VI and_i(VI a, VI b) { return _mm512_and_si512(a, b); }
 inline VI shift_i16(VI a, int n) { return _mm512_srli_epi16(a, n); }
 inline VI set1_i16(int16_t v) { return _mm512_set1_epi16(v); }
@@ -37,7 +39,9 @@ inline void store_f(float* p, VF a) { _mm512_storeu_ps(p, a); }
 using VI = __m256i;
 using VF = __m256;
 inline VI load_i(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline VI widen_i8(const uint8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline VI widen_i8(const uint8_t* p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 inline VI and_i(VI a, VI b) { return _mm256_and_si256(a, b); }
 inline VI shift_i16(VI a, int n) { return _mm256_srli_epi16(a, n); }
 inline VI set1_i16(int16_t v) { return _mm256_set1_epi16(v); }
@@ -84,7 +88,8 @@ inline void tile_simd(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t 
   for (int t = 0; t < TILE; ++t) acc[t] = off[t] = zero_f();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk = grp + b * Pack::BYTES;
-    for (int l = 0; l < Pack::BYTES; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + PREFETCH + l, _MM_HINT_T0);
+    for (int l = 0; l < Pack::BYTES; l += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + PREFETCH + l, _MM_HINT_T0);
     VI s[TILE][CHAINS];
     for (int t = 0; t < TILE; ++t)
       for (int c = 0; c < CHAINS; ++c) s[t][c] = zero_i();

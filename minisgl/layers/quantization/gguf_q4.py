@@ -4,7 +4,7 @@ torch's own int4 CPU kernel (gguf.py's GGUFInt4Linear) is the fall-back where th
 do not build. Its layout costs two things at batch 1: it is not tuned for one row (about 94 % of a decode
 step's time went to it), and it holds each block's scale and zero in bfloat16, which rounds the
 weights. The C++ kernel keeps the file's own bytes, 18 (Q4_0) or 20 (Q4_1) per 32 weights, repacked once
-at load into groups of 8 columns (kernels/csrc/packed_blocks.h): each block's fp16 scale d (and Q4_1's
+at load into groups of 8 or 16 columns (kernels/csrc/packed_blocks.h): each block's fp16 scale d (and Q4_1's
 fp16 offset m) are exact in float32, so the float32 path multiplies by exactly the weights gguf's
 dequantizing gives: Q4_1 weight = q * d + m; Q4_0 weight = (q - 8) * d, which is q * d + m with m = -8 d.
 The bfloat16 path (what the engine runs) makes x int16 per block and multiplies in integers

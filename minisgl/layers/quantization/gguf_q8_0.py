@@ -3,7 +3,7 @@
 torch's own int8 CPU kernel (`aten._weight_int8pack_mm`) takes one scale per output row; Q8_0 has one per
 32 weights along K, and folding them into one per row would change the weights. So the product runs in
 the project's C++ kernel (kernels/csrc/q8_0_linear.cpp), which keeps the file's own bytes, repacked once
-at load into groups of 8 columns (kernels/csrc/packed_blocks.h): d * q is exact in float32, so its float32
+at load into groups of 8 or 16 columns (kernels/csrc/packed_blocks.h): d * q is exact in float32, so its float32
 path multiplies by the exact dequantized weight; its bfloat16 path (what the engine runs) makes x int16
 per block and multiplies in integers. It reads 34 bytes per 32 weights where bfloat16 reads 64.
 
