@@ -87,3 +87,21 @@ def test_bf16_greedy_parts_from_transformers_bf16_only_at_near_ties(
             gap = best - float(logits[token])
             assert gap < NEAR_TIE, f"token {k}: {token} is {gap:.3f} below float32's best, not a near-tie"
     assert equal >= 1  # a bf16 path broken outright would part at once on every prompt
+
+
+def test_two_threads_give_the_one_thread_tokens(engine_bf16, chat_prompt_ids):
+    """The tests run torch on one thread; `minisgl serve` runs on all the cores. The kernels split a product's
+    columns among the threads (a prefill's products here, and the attention's requests), and each result
+    is the one-thread result, so the tokens are too."""
+    params = {"max_new_tokens": 8, "temperature": 0}
+    prompts = [list(p) for p in chat_prompt_ids[:2]]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = engine_bf16.generate(input_ids=prompts, sampling_params=params)
+        torch.set_num_threads(2)
+        two = engine_bf16.generate(input_ids=prompts, sampling_params=params)
+    finally:
+        torch.set_num_threads(before)
+    assert [r["output_ids"] for r in two] == [r["output_ids"] for r in one]
+    assert all(len(r["output_ids"]) == 8 for r in one)
