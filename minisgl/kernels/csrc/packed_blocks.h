@@ -90,7 +90,7 @@ struct Q8Pack {
   }
 };
 
-// the raw file rows [n, k / 32 * FILE_BYTES] as packed groups [ceil(n / 8), k / 32, BYTES]
+// the raw file rows [n, k / 32 * FILE_BYTES] as packed groups [ceil(n / GROUP), k / 32, BYTES]
 template <class Pack>
 void pack_blocks(const uint8_t* raw, uint8_t* packed, int64_t n, int64_t k) {
   const int64_t blocks = k / BLOCK, row_bytes = blocks * Pack::FILE_BYTES;
