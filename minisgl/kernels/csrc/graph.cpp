@@ -51,8 +51,8 @@ void kv_write(const T* src, T* dst, const int64_t* loc, int64_t rows, int64_t wi
   for (int64_t i = 0; i < rows; ++i) std::memcpy(dst + loc[i] * width, src + i * row_stride, width * sizeof(T));
 }
 
-// Rows ids[i] of a packed Q8_0 table (packed_blocks.h: row i is column i % 8 of group i / 8): d * q in
-// float32 (exact), stored in T. Bit for bit what dequantizing the whole table and indexing it gives.
+// Rows ids[i] of a packed Q8_0 table (packed_blocks.h: row i is column i % GROUP of group i / GROUP):
+// d * q in float32 (exact), stored in T. Bit for bit what dequantizing the whole table and indexing it gives.
 template <typename T>
 void q8_0_embedding(const int64_t* ids, const uint8_t* packed, T* out, int64_t rows, int64_t dim) {
   const int64_t blocks = dim / BLOCK;

@@ -134,6 +134,16 @@ inline void tile_i16(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t b
 #endif
 }
 
+// the tile_i16 of `tile` rows (1 .. TILE_ROWS), chosen at run time
+template <int TILE, class Pack>
+inline void tile_of(int64_t tile, const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t blocks,
+                    float (*out)[GROUP]) {
+  if constexpr (TILE < TILE_ROWS) {
+    if (tile > TILE) return tile_of<TILE + 1, Pack>(tile, x, r0, grp, blocks, out);
+  }
+  tile_i16<TILE, Pack>(x, r0, grp, blocks, out);
+}
+
 // float32 x: per group, block and row, k after k: acc[c] += x[k] * (q * d + m)
 template <class Pack>
 inline void group_f32(const float* x, int64_t rows, int64_t k, const uint8_t* grp, float (*out)[GROUP]) {
@@ -176,23 +186,7 @@ void packed_linear(const T* x, const uint8_t* packed, T* out, int64_t rows, int6
       float sums[TILE_ROWS][GROUP];
       for (int64_t r0 = 0, passes = (rows + TILE_ROWS - 1) / TILE_ROWS; r0 < rows; --passes) {
         const int64_t tile = (rows - r0 + passes - 1) / passes;  // even tiles: 5 rows are one pass
-        switch (tile) {
-          case 1: tile_i16<1, Pack>(xq, r0, grp, blocks, sums); break;
-          case 2: tile_i16<2, Pack>(xq, r0, grp, blocks, sums); break;
-          case 3: tile_i16<3, Pack>(xq, r0, grp, blocks, sums); break;
-          default:
-            if constexpr (TILE_ROWS == 8) {
-              switch (tile) {
-                case 4: tile_i16<4, Pack>(xq, r0, grp, blocks, sums); break;
-                case 5: tile_i16<5, Pack>(xq, r0, grp, blocks, sums); break;
-                case 6: tile_i16<6, Pack>(xq, r0, grp, blocks, sums); break;
-                case 7: tile_i16<7, Pack>(xq, r0, grp, blocks, sums); break;
-                default: tile_i16<8, Pack>(xq, r0, grp, blocks, sums); break;
-              }
-            } else {
-              tile_i16<4, Pack>(xq, r0, grp, blocks, sums);
-            }
-        }
+        tile_of<1, Pack>(tile, xq, r0, grp, blocks, sums);
         for (int64_t t = 0; t < tile; ++t)
           for (int c = 0; c < GROUP && g * GROUP + c < n; ++c)
             out[(r0 + t) * n + g * GROUP + c] = from_float<T>(sums[t][c]);
