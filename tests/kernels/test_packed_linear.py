@@ -54,6 +54,21 @@ def _x(rows: int, k: int, seed: int) -> torch.Tensor:
     return x.to(torch.bfloat16)
 
 
+def _x_with_odd_blocks(k: int) -> torch.Tensor:
+    """Six rows whose blocks of 32 test how x is made codes: a block of zeros, one of subnormals, one whose
+    largest |x| is a power of two, all NaN, one inf among zeros, one NaN among normal values."""
+    x = _x(6, k, seed=11)
+    x[0, 0:32] = 0
+    x[1, 32:64] = torch.finfo(torch.bfloat16).tiny / 8 * torch.arange(32)  # subnormal (and one zero)
+    x[2, 64:96] = torch.linspace(-0.5, 0.25, 32)
+    x[2, 70] = 1.0
+    x[3, 0:32] = float("nan")
+    x[4, 96:128] = 0
+    x[4, 100] = float("-inf")
+    x[5, 40] = float("nan")
+    return x
+
+
 def _ulp(v: torch.Tensor) -> torch.Tensor:
     """bfloat16's step at |v| (the smallest normal's for zero)."""
     mag = v.abs().float().clamp_min(torch.finfo(torch.bfloat16).tiny)
@@ -135,7 +150,7 @@ def test_a_bound_weight_refuses_x_of_another_width_or_dtype():
 def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
     """The order of a product's additions is the definition (csrc/packed_linear.h): the two GGUF kernels built
     for the x86-64 baseline (no AVX2: the plain C++ loop, 8 columns a group) give the bits this CPU's build
-    gives (AVX2 or AVX-512, 8 or 16 columns a group, VNNI or not)."""
+    gives (AVX2 or AVX-512, 8 or 16 columns a group, VNNI or not), odd blocks of x included."""
     from gguf.constants import GGMLQuantizationType
     from gguf.quants import quantize
 
@@ -159,8 +174,8 @@ def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
             plain.q8_0_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k))
         else:
             plain.q4_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k), ctypes.c_int(ggml_type))
-        for rows in (1, 5, 9):
-            x = _x(rows, k, seed=rows).contiguous()
+        for x in [_x(rows, k, seed=rows) for rows in (1, 5, 9)] + [_x_with_odd_blocks(k)]:
+            x, rows = x.contiguous(), x.shape[0]
             got = torch.empty(rows, n, dtype=torch.bfloat16)
             args = [p(x.data_ptr()), p(packed.data_ptr()), p(got.data_ptr()), i(rows), i(n), i(k)]
             if ggml_type == kernels.Q8_0:
@@ -168,3 +183,30 @@ def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
             else:
                 plain.q4_linear_bf16(*args, ctypes.c_int(ggml_type), ctypes.c_int(1))
             assert torch.equal(got.view(torch.int16), ours(x).view(torch.int16)), (ggml_type, rows)
+    # x's codes, steps and block sums themselves, on values of many sizes (a block's float sum then depends
+    # on the order of its additions), odd blocks included; 28 rows of 5 blocks: 140, not a multiple of 16
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(28, 160, generator=g) * torch.exp2(torch.randint(-20, 20, (28, 160), generator=g).float())
+    x = torch.cat([x.to(torch.bfloat16), _x_with_odd_blocks(160)]).contiguous()
+    codes = []
+    for lib in (plain, kernels._lib):
+        q = torch.empty(x.shape, dtype=torch.int16)
+        dx, sx = torch.empty(x.shape[0], 5), torch.empty(x.shape[0], 5)
+        lib.quantize_x_bf16(p(x.data_ptr()), i(x.shape[0]), i(160), p(q.data_ptr()), p(dx.data_ptr()),
+                            p(sx.data_ptr()))
+        codes.append((q, dx.view(torch.int32), sx.view(torch.int32)))
+    for a, b in zip(*codes):
+        assert torch.equal(a, b)
+    # and they are what the definition says: each code x / dx to the nearest integer (dx a power of two),
+    # each sum the block's float32 sum in order, zero codes where a block is all zeros or holds an inf or NaN
+    q, dx, sx = codes[1][0].double(), codes[1][1].view(torch.float32), codes[1][2].view(torch.float32)
+    blocks = x.double().view(x.shape[0], 5, 32)
+    step = dx.double().unsqueeze(-1)
+    ok = (dx > 0) & dx.isfinite()
+    want = torch.where(ok.unsqueeze(-1), (blocks / step).round().clamp(-32767, 32767), 0.0)
+    assert torch.equal(q.view(x.shape[0], 5, 32), want)
+    assert dx[1:].eq(0).any() and dx.isnan().any() and ok[29, 1]  # the zero, NaN and subnormal blocks
+    in_order = torch.zeros(x.shape[0], 5)
+    for j in range(32):
+        in_order = in_order + blocks[..., j].float()
+    assert torch.equal(sx.nan_to_num(7.0), in_order.nan_to_num(7.0))

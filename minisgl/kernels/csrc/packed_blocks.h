@@ -107,6 +107,7 @@ void pack_blocks(const uint8_t* raw, uint8_t* packed, int64_t n, int64_t k) {
 struct RowsI16 {
   std::vector<int16_t> q;
   std::vector<float> dx, sx;
+  std::vector<float> amax;  // scratch: each block's largest magnitude
 };
 
 }  // namespace minisgl

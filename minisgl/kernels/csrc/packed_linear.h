@@ -18,6 +18,8 @@
 
 #pragma once
 
+#include <algorithm>
+
 #include "packed_simd.h"
 
 namespace minisgl {
@@ -75,29 +77,114 @@ inline void block_codes(const T* xb, float inv, int16_t* q) {
 #endif
 }
 
+// per block of x: its sum, added in x's order (the same float on every CPU), and its largest magnitude
+template <typename T>
+inline void block_stats(const T* x, int64_t n, float* sum, float* amax) {
+  for (int64_t rb = 0; rb < n; ++rb) {
+    float s = 0.f, a = 0.f;
+    for (int i = 0; i < BLOCK; ++i) {
+      const float v = to_float(x[rb * BLOCK + i]), m = std::fabs(v);
+      s += v;
+      a = m > a ? m : a;  // std::fmax's value (a NaN is skipped: it makes the sum NaN), without a call
+    }
+    sum[rb] = s;
+    amax[rb] = a;
+  }
+}
+#if MINISGL_PACKED_AVX2
+// bfloat16 x, a block per lane (16 with AVX-512, 8 with AVX2): each lane adds its own block's values in
+// order, so every sum is the loop's above. A gather brings one pair of values per block. A NaN may make a
+// lane's amax NaN too, where the loop skips it; but then its sum is NaN, which quantize_rows looks at.
+template <>
+inline void block_stats(const uint16_t* x, int64_t n, float* sum, float* amax) {
+#if MINISGL_PACKED_AVX512
+  constexpr int LANES = 16;
+  const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(2 * BLOCK));  // bytes from block to block
+  const __m512i high = _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u));
+  for (int64_t rb = 0; rb < n; rb += LANES) {
+    const __mmask16 live = n - rb >= LANES ? 0xffff : static_cast<__mmask16>((1u << (n - rb)) - 1);
+    __m512 s = _mm512_setzero_ps(), a = _mm512_setzero_ps();
+    for (int i = 0; i < BLOCK; i += 2) {
+      const __m512i two = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, step, x + rb * BLOCK + i, 1);
+      const __m512 first = _mm512_castsi512_ps(_mm512_slli_epi32(two, 16));
+      const __m512 second = _mm512_castsi512_ps(_mm512_and_si512(two, high));
+      s = _mm512_add_ps(_mm512_add_ps(s, first), second);
+      a = _mm512_max_ps(_mm512_max_ps(a, _mm512_abs_ps(first)), _mm512_abs_ps(second));
+    }
+    _mm512_mask_storeu_ps(sum + rb, live, s);
+    _mm512_mask_storeu_ps(amax + rb, live, a);
+  }
+#else
+  constexpr int LANES = 8;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), step = _mm256_slli_epi32(lane, 6);  // 64 bytes
+  const __m256i high = _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u));
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t rb = 0; rb < n; rb += LANES) {
+    const int32_t left = static_cast<int32_t>(std::min<int64_t>(n - rb, LANES));
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
+    __m256 s = _mm256_setzero_ps(), a = _mm256_setzero_ps();
+    for (int i = 0; i < BLOCK; i += 2) {
+      const auto* base = reinterpret_cast<const int*>(x + rb * BLOCK + i);
+      const __m256i two = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), base, step, live, 1);
+      const __m256 first = _mm256_castsi256_ps(_mm256_slli_epi32(two, 16));
+      const __m256 second = _mm256_castsi256_ps(_mm256_and_si256(two, high));
+      s = _mm256_add_ps(_mm256_add_ps(s, first), second);
+      a = _mm256_max_ps(_mm256_max_ps(a, _mm256_and_ps(first, magnitude)), _mm256_and_ps(second, magnitude));
+    }
+    _mm256_maskstore_ps(sum + rb, live, s);
+    _mm256_maskstore_ps(amax + rb, live, a);
+  }
+#endif
+}
+#endif
+
+// std::frexp's exponent e of a > 0 (2^(e - 1) <= a < 2^e) and std::ldexp(1, e), from the bits where the
+// float is normal
+inline int exponent_of(float a) {
+  uint32_t bits;
+  std::memcpy(&bits, &a, 4);
+  const int field = static_cast<int>(bits >> 23 & 0xffu);
+  if (field == 0 || field == 255) {
+    int e;
+    std::frexp(a, &e);
+    return e;
+  }
+  return field - 126;
+}
+inline float power_of_two(int e) {
+  if (e < -126 || e > 127) return std::ldexp(1.f, e);
+  const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 template <typename T>
 void quantize_rows(const T* x, int64_t rows, int64_t k, RowsI16& o) {
   const int64_t blocks = k / BLOCK;
-  o.q.assign(rows * k, 0);
+  o.q.resize(rows * k);  // a block's codes are written below, or zeroed where it has none
   o.dx.assign(rows * blocks, 0.f);
   o.sx.assign(rows * blocks, 0.f);
+  o.amax.resize(rows * blocks);
+  block_stats(x, rows * blocks, o.sx.data(), o.amax.data());
   for (int64_t rb = 0; rb < rows * blocks; ++rb) {
-    const T* xb = x + rb * BLOCK;
-    float amax = 0.f, sum = 0.f;
-    for (int i = 0; i < BLOCK; ++i) {
-      sum += to_float(xb[i]);  // in order: the same sum on every CPU
-      amax = std::fmax(amax, std::fabs(to_float(xb[i])));
-    }
-    o.sx[rb] = sum;
-    if (std::isinf(amax) || std::isnan(sum)) {
-      o.dx[rb] = NAN;  // an inf or NaN in x: every sum of the row becomes NaN, as the float product would
+    const float amax = o.amax[rb];
+    const bool not_finite = std::isinf(amax) || std::isnan(o.sx[rb]);
+    if (not_finite || amax == 0.f) {  // codes 0
+      std::memset(o.q.data() + rb * BLOCK, 0, BLOCK * sizeof(int16_t));
+      if (not_finite) o.dx[rb] = NAN;  // an inf or NaN in x: every sum of its row becomes NaN, as in float
       continue;
     }
-    if (amax == 0.f) continue;  // codes stay 0
-    int e;
-    std::frexp(amax, &e);  // amax < 2^e
-    o.dx[rb] = std::ldexp(1.f, e - 15);
-    block_codes(xb, std::ldexp(1.f, 15 - e), o.q.data() + rb * BLOCK);
+    const int e = exponent_of(amax);  // amax < 2^e
+    o.dx[rb] = power_of_two(e - 15);
+    if (15 - e <= 127) {
+      block_codes(x + rb * BLOCK, power_of_two(15 - e), o.q.data() + rb * BLOCK);
+    } else {  // a block below 2^-113: 2^(15 - e) is past float's range, so x is scaled in two exact steps
+      float big[BLOCK];
+      for (int i = 0; i < BLOCK; ++i) big[i] = to_float(x[rb * BLOCK + i]) * 0x1p64f;
+      block_codes(big, power_of_two(15 - e - 64), o.q.data() + rb * BLOCK);
+    }
   }
 }
 
