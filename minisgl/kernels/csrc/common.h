@@ -12,7 +12,12 @@
 #include <cstdint>
 #include <cstring>
 
-namespace minisgl {
+// Only the C entry points leave the library. The C++ names stay inside it (hidden), so two builds loaded in
+// one process (a test loads the plain-loop build next to this CPU's) each call their own functions and keep
+// their own `thread_local` buffers, and calls between the files do not go through the dynamic linker.
+#define MINISGL_HIDDEN __attribute__((visibility("hidden")))
+
+namespace minisgl MINISGL_HIDDEN {
 
 inline float to_float(float x) { return x; }
 inline float to_float(uint16_t x) {

@@ -31,7 +31,7 @@
 #endif
 #endif
 
-namespace minisgl {
+namespace minisgl MINISGL_HIDDEN {
 
 constexpr int BLOCK = 32;  // weights per block along K
 #if MINISGL_PACKED_AVX512

@@ -22,7 +22,7 @@
 
 #include "packed_simd.h"
 
-namespace minisgl {
+namespace minisgl MINISGL_HIDDEN {
 
 inline float half_to_float(uint16_t h) {
 #if defined(__F16C__)

@@ -7,7 +7,7 @@
 #include "packed_blocks.h"
 
 #if MINISGL_PACKED_AVX2
-namespace minisgl {
+namespace minisgl MINISGL_HIDDEN {
 
 // How far ahead of the block being multiplied its bytes are asked for (a software prefetch): the groups
 // lie one after another, one stream. 16 KB ahead was what batch-1 products needed to run at memory speed.
