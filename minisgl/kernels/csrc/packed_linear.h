@@ -165,9 +165,9 @@ void quantize_rows(const T* x, int64_t rows, int64_t k, RowsI16& o) {
   const int64_t blocks = k / BLOCK;
   o.q.resize(rows * k);  // a block's codes are written below, or zeroed where it has none
   o.dx.assign(rows * blocks, 0.f);
-  o.sx.assign(rows * blocks, 0.f);
+  o.sx.resize(rows * blocks);
   o.amax.resize(rows * blocks);
-  block_stats(x, rows * blocks, o.sx.data(), o.amax.data());
+  block_stats(x, rows * blocks, o.sx.data(), o.amax.data());  // every block's sum and largest |x|
   for (int64_t rb = 0; rb < rows * blocks; ++rb) {
     const float amax = o.amax[rb];
     const bool not_finite = std::isinf(amax) || std::isnan(o.sx[rb]);
