@@ -84,8 +84,10 @@ LLAMA_HOWTO = ("llama.cpp column skipped: give --llama-python PATH, a Python wit
                "this repository: python3 -m venv ENV && ENV/bin/pip install llama-cpp-python (compiles llama.cpp "
                "with cmake; ten minutes or more on two cores)")
 # Seen with llama-cpp-python 0.3.36 built for this machine (-march=native) on a Xeon with AMX: the first eval
-# dies of a general protection fault in libggml-cpu; built without the AMX kernels it runs.
-LLAMA_CRASH = ("On a CPU with AMX, llama-cpp-python 0.3.36 built with -march=native has crashed this way; build it "
+# dies of a general protection fault on ldtilecfg in libggml-cpu, whose tile configuration GCC 12 left
+# mostly unwritten; built without the AMX kernels it runs.
+LLAMA_CRASH = ("On a CPU with AMX, llama-cpp-python 0.3.36 built with -march=native by GCC 12 has crashed this way "
+               "(GCC 12's _tile_loadconfig lets the compiler drop most of the tile configuration); build it "
                "without its AMX kernels: CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
                "-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON\" ENV/bin/pip install --no-cache-dir "
                "llama-cpp-python")
