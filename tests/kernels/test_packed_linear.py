@@ -185,7 +185,7 @@ def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
                 plain.q4_linear_bf16(*args, ctypes.c_int(ggml_type), ctypes.c_int(1))
             assert torch.equal(got.view(torch.int16), ours(x).view(torch.int16)), (ggml_type, rows)
     # x's codes, steps and block sums themselves, on values of many sizes (a block's float sum then depends
-    # on the order of its additions), odd blocks included; 28 rows of 5 blocks: 140, not a multiple of 16
+    # on the order of its additions), odd blocks included; 34 rows of 5 blocks: 170, not a multiple of 16 or 8
     g = torch.Generator().manual_seed(12)
     x = torch.randn(28, 160, generator=g) * torch.exp2(torch.randint(-20, 20, (28, 160), generator=g).float())
     x = torch.cat([x.to(torch.bfloat16), _x_with_odd_blocks(160)]).contiguous()
