@@ -13,6 +13,9 @@ The configurations are interleaved, in a rotated order, --repeats times after on
 one's median is reported, so a noisy neighbour on the machine hits all of them alike. Both the wall
 time of generate() and this process's CPU time are reported: on a shared machine the CPU time is the
 steadier measure of the work tracing adds. Throughput counts generated tokens (prefill included).
+"in hooks" is tracing's own cost measured from inside: the time the scheduler spent in its trace hooks
+(building and writing the events; nearly every event comes from there), its median and its median share
+of the run's wall time. Unlike the difference of two noisy runs, it cannot come out negative.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from minisgl.entrypoints.engine import Engine  # noqa: E402
+from minisgl.scheduler import trace_collector  # noqa: E402
 
 CONFIGS: list[tuple[str, int | None]] = [("off", None), ("level 1", 1), ("level 2", 2), ("level 3", 3)]
 _TEXT = ("A scheduler admits waiting requests while the KV cache has room, runs one batch per round, "
@@ -53,14 +57,16 @@ def run_once(engine: Engine, label: str, level: int | None, prompts, params, kee
     folder = keep / label.replace(" ", "")
     shutil.rmtree(folder, ignore_errors=True)
     fork = engine.fork(trace_dir=str(folder), trace_level=level) if level else engine.fork()
+    h0 = sum(trace_collector.hook_ns.values())
     t0, c0 = time.perf_counter(), time.process_time()
     results = fork.generate(input_ids=prompts, sampling_params=[params] * len(prompts))
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    hooks = (sum(trace_collector.hook_ns.values()) - h0) / 1e9
     fork.shutdown()
     tokens = sum(len(r["output_ids"]) for r in results)
     files = list(folder.glob("*.jsonl")) if level else []
-    return {"seconds": seconds, "cpu": cpu, "tokens": tokens, "bytes": sum(f.stat().st_size for f in files),
-            "events": sum(1 for f in files for _ in f.open())}
+    return {"seconds": seconds, "cpu": cpu, "hooks": hooks, "tokens": tokens,
+            "bytes": sum(f.stat().st_size for f in files), "events": sum(1 for f in files for _ in f.open())}
 
 
 def main() -> int:
@@ -121,25 +127,34 @@ def main() -> int:
                      "tok_per_cpu_s": round(first["tokens"] / med["cpu"], 1),
                      "wall_overhead_pct": _pct(med["seconds"], base["seconds"]),
                      "cpu_overhead_pct": _pct(med["cpu"], base["cpu"]),
+                     "hooks_s": round(statistics.median(r["hooks"] for r in runs[label]), 3),
+                     "hooks_pct": round(statistics.median(100 * r["hooks"] / r["seconds"]
+                                                          for r in runs[label]), 2),
                      "events": first["events"], "trace_kib": round(first["bytes"] / 1024, 1),
-                     "runs": [{k: round(r[k], 3) for k in ("seconds", "cpu")} for r in runs[label]]})
+                     "runs": [{k: round(r[k], 3) for k in ("seconds", "cpu", "hooks")} for r in runs[label]]})
     print(f"workload: {args.prompts} prompts x {args.prompt_len} prompt tokens, {args.new_tokens} new tokens "
           f"each, {args.dtype}, quantization {args.quantization or 'default'}"
           f"{', overlap' if args.enable_overlap_schedule else ''}"
-          f"{', speculation ' + args.speculative_algorithm if args.speculative_algorithm else ''}, cpu, torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+          f"{', speculation ' + args.speculative_algorithm if args.speculative_algorithm else ''}, cpu, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, median of {args.repeats}")
-    print("| tracing | wall s | tok/s | wall overhead | CPU s | tok/CPU-s | CPU overhead | events "
+    print("| tracing | wall s | tok/s | wall overhead | CPU s | tok/CPU-s | CPU overhead | in hooks | events "
           "| trace size |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         off = r["config"] == "off"
         print(f"| {r['config']} | {r['wall_s']:.2f} | {r['tok_per_s']:.1f} | "
               f"{'-' if off else format(r['wall_overhead_pct'], '+.1f') + '%'} | {r['cpu_s']:.2f} | "
               f"{r['tok_per_cpu_s']:.1f} | {'-' if off else format(r['cpu_overhead_pct'], '+.1f') + '%'} | "
+              f"{'-' if off else _hooks(r)} | "
               f"{'-' if off else r['events']} | {'-' if off else format(r['trace_kib'], '.0f') + ' KiB'} |")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
     return 0
+
+
+def _hooks(row: dict) -> str:
+    return f"{1000 * row['hooks_s']:.0f} ms ({row['hooks_pct']:.1f}%)"
 
 
 def _pct(x: float, base: float) -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
 from typing import TYPE_CHECKING
 
 from minisgl.distributed.communication_op import comm_stats
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
     from minisgl.scheduler.tp_worker import GenerationBatchResult
 
 
+# ns spent in the hooks, per thread (None: the scheduler's) so no two threads add to one entry; bench_tracing reads it
+hook_ns: dict[str | None, int] = {}
+
+
 def hook(fn):
     """Nothing while tracing is off; else report the pending KV moves, then the hook's own events."""
 
@@ -37,9 +42,11 @@ def hook(fn):
     def guarded(self: SchedulerTraceCollector, *args, **kwargs) -> None:
         if not tracer.enabled:
             return
-        if tracer.thread is None:  # the forward thread (overlap loop) leaves the KV journal to the scheduler's
+        start, thread = time.perf_counter_ns(), tracer.thread
+        if thread is None:  # the forward thread (overlap loop) leaves the KV journal to the scheduler's
             self._report_cache_ops()
         fn(self, *args, **kwargs)
+        hook_ns[thread] = hook_ns.get(thread, 0) + time.perf_counter_ns() - start
 
     return guarded
 
@@ -49,6 +56,7 @@ class SchedulerTraceCollector:
         self.sched = sched
         self._traced_tree: list[dict] | None = None  # the tree as last emitted: cache.tree only on a change
         self._result_round: int | None = None  # overlap loop: the round whose result is being processed
+        self._texts: dict[int, str] = {}  # each token's text, decoded once
         if not tracer.enabled:
             return
         sched.cache_manager.journal = []
@@ -219,7 +227,7 @@ class SchedulerTraceCollector:
     def sampled(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
         if tracer.level < LEVEL_TOKENS:
             return
-        texts = [self.sched.tokenizer.decode([t]) for t in result.next_token_ids]
+        texts = [self._text(t) for t in result.next_token_ids]
         attrs = {} if batch.spec_info is None else {"rows": batch.spec_info.num_rows()}  # tokens per rid
         if self._result_round is not None:  # overlap loop: the round whose batch sampled these
             attrs["batch_round"] = self._result_round
@@ -270,6 +278,12 @@ class SchedulerTraceCollector:
             evictable_slots=s.tree_cache.evictable_size(),
         )
         tracer.flush()
+
+    def _text(self, token_id: int) -> str:
+        text = self._texts.get(token_id)
+        if text is None:
+            text = self._texts[token_id] = self.sched.tokenizer.decode([token_id])
+        return text
 
     def _finished(self, req: Req) -> None:
         tracer.event("sched.finished", rid=req.rid, finish_reason=req.finished_reason.to_json(),
