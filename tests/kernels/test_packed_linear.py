@@ -147,21 +147,49 @@ def test_a_bound_weight_refuses_x_of_another_width_or_dtype():
         product(torch.ones(1, 64, dtype=torch.float16))
 
 
+# x86-64-v3's instructions (AVX2, FMA, F16C, BMI, LZCNT, MOVBE) as /proc/cpuinfo names them
+_V3_FLAGS = {"avx2", "fma", "f16c", "bmi1", "bmi2", "abm", "movbe"}
+
+
+def _other_builds() -> dict[str, list[str]]:
+    """The builds to hold against this CPU's own: the x86-64 baseline (the plain C++ loop) everywhere; where
+    the own build is AVX-512, also the AVX2 ones this CPU can run, whose vector loop (8 columns a group,
+    dpwssd from AVX-VNNI or madd + add without it) is otherwise only checked on an AVX2 machine."""
+    builds = {"x86-64": ["-march=x86-64"]}
+    cpu = set(build._cpu_flags().split())
+    if kernels._lib.packed_group() == 16 and _V3_FLAGS <= cpu:
+        builds["x86-64-v3"] = ["-march=x86-64-v3"]
+        if "avx_vnni" in cpu:
+            builds["x86-64-v3 + AVX-VNNI"] = ["-march=x86-64-v3", "-mavxvnni"]
+    return builds
+
+
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="builds the kernels for the x86-64 baseline")
 def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
     """The order of a product's additions is the definition (csrc/packed_linear.h): the two GGUF kernels built
-    for the x86-64 baseline (no AVX2: the plain C++ loop, 8 columns a group) give the bits this CPU's build
-    gives (AVX2 or AVX-512, 8 or 16 columns a group, VNNI or not), odd blocks of x included."""
+    for the x86-64 baseline (no AVX2: the plain C++ loop, 8 columns a group), and on an AVX-512 CPU for AVX2
+    too, give the bits this CPU's build gives (AVX2 or AVX-512, 8 or 16 columns a group, VNNI or not), odd
+    blocks of x included."""
+    flags = [f for f in build.FLAGS if not f.startswith("-march")]
+    files = [str(build.SOURCE_DIR / name) for name in ("q4_linear.cpp", "q8_0_linear.cpp")]
+    jobs = {name: subprocess.Popen([build._compiler(), *flags, *march, *files, "-o", str(tmp_path / f"{i}.so")],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for i, (name, march) in enumerate(_other_builds().items())}  # compiled side by side
+    libs = {}
+    for i, (name, job) in enumerate(jobs.items()):
+        _, err = job.communicate()
+        assert job.returncode == 0, (name, err[-2000:])
+        libs[name] = ctypes.CDLL(str(tmp_path / f"{i}.so"))
+    for name, lib in libs.items():
+        assert lib.packed_group() == 8, name
+        _check_products(lib, name)
+        _check_x_codes(lib, name)
+
+
+def _check_products(other: ctypes.CDLL, name: str) -> None:
     from gguf.constants import GGMLQuantizationType
     from gguf.quants import quantize
 
-    flags = [f for f in build.FLAGS if not f.startswith("-march")] + ["-march=x86-64"]
-    files = [str(build.SOURCE_DIR / name) for name in ("q4_linear.cpp", "q8_0_linear.cpp")]
-    lib_path = tmp_path / "plain.so"
-    done = subprocess.run([build._compiler(), *flags, *files, "-o", str(lib_path)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    plain = ctypes.CDLL(str(lib_path))
-    assert plain.packed_group() == 8
     p, i = ctypes.c_void_p, ctypes.c_int64
     g = np.random.default_rng(8)
     for ggml_type, qtype in [(kernels.Q4_0, GGMLQuantizationType.Q4_0), (kernels.Q4_1, GGMLQuantizationType.Q4_1),
@@ -172,32 +200,36 @@ def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
         ours = kernels.block_linear(raw, ggml_type)
         packed = torch.empty(((n + 7) // 8) * raw.shape[1] * 8, dtype=torch.uint8)
         if ggml_type == kernels.Q8_0:
-            plain.q8_0_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k))
+            other.q8_0_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k))
         else:
-            plain.q4_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k), ctypes.c_int(ggml_type))
+            other.q4_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k), ctypes.c_int(ggml_type))
         for x in [_x(rows, k, seed=rows) for rows in (1, 5, 9)] + [_x_with_odd_blocks(k)]:
             x, rows = x.contiguous(), x.shape[0]
             got = torch.empty(rows, n, dtype=torch.bfloat16)
             args = [p(x.data_ptr()), p(packed.data_ptr()), p(got.data_ptr()), i(rows), i(n), i(k)]
             if ggml_type == kernels.Q8_0:
-                plain.q8_0_linear_bf16(*args, ctypes.c_int(1))
+                other.q8_0_linear_bf16(*args, ctypes.c_int(1))
             else:
-                plain.q4_linear_bf16(*args, ctypes.c_int(ggml_type), ctypes.c_int(1))
-            assert torch.equal(got.view(torch.int16), ours(x).view(torch.int16)), (ggml_type, rows)
+                other.q4_linear_bf16(*args, ctypes.c_int(ggml_type), ctypes.c_int(1))
+            assert torch.equal(got.view(torch.int16), ours(x).view(torch.int16)), (name, ggml_type, rows)
+
+
+def _check_x_codes(other: ctypes.CDLL, name: str) -> None:
+    p, i = ctypes.c_void_p, ctypes.c_int64
     # x's codes, steps and block sums themselves, on values of many sizes (a block's float sum then depends
     # on the order of its additions), odd blocks included; 34 rows of 5 blocks: 170, not a multiple of 16 or 8
     g = torch.Generator().manual_seed(12)
     x = torch.randn(28, 160, generator=g) * torch.exp2(torch.randint(-20, 20, (28, 160), generator=g).float())
     x = torch.cat([x.to(torch.bfloat16), _x_with_odd_blocks(160)]).contiguous()
     codes = []
-    for lib in (plain, kernels._lib):
+    for lib in (other, kernels._lib):
         q = torch.empty(x.shape, dtype=torch.int16)
         dx, sx = torch.empty(x.shape[0], 5), torch.empty(x.shape[0], 5)
         lib.quantize_x_bf16(p(x.data_ptr()), i(x.shape[0]), i(160), p(q.data_ptr()), p(dx.data_ptr()),
                             p(sx.data_ptr()))
         codes.append((q, dx.view(torch.int32), sx.view(torch.int32)))
     for a, b in zip(*codes):
-        assert torch.equal(a, b)
+        assert torch.equal(a, b), name
     # and they are what the definition says: each code x / dx to the nearest integer (dx a power of two),
     # each sum the block's float32 sum in order, zero codes where a block is all zeros or holds an inf or NaN
     q, dx, sx = codes[1][0].double(), codes[1][1].view(torch.float32), codes[1][2].view(torch.float32)
