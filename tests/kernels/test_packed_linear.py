@@ -152,24 +152,25 @@ _V3_FLAGS = {"avx2", "fma", "f16c", "bmi1", "bmi2", "abm", "movbe"}
 
 
 def _other_builds() -> dict[str, list[str]]:
-    """The builds to hold against this CPU's own: the x86-64 baseline (the plain C++ loop) everywhere; where
-    the own build is AVX-512, also the AVX2 ones this CPU can run, whose vector loop (8 columns a group,
-    dpwssd from AVX-VNNI or madd + add without it) is otherwise only checked on an AVX2 machine."""
+    """The builds to hold against this CPU's own: the x86-64 baseline (the plain C++ loop) everywhere, and
+    each AVX2 loop (8 columns a group; madd + add, or AVX-VNNI's dpwssd) this CPU can run but its own build
+    does not use. So an AVX-512 machine checks the AVX2 loops too, which would otherwise wait for one."""
     builds = {"x86-64": ["-march=x86-64"]}
     cpu = set(build._cpu_flags().split())
-    if kernels._lib.packed_group() == 16 and _V3_FLAGS <= cpu:
+    avx512 = kernels._lib.packed_group() == 16
+    if _V3_FLAGS <= cpu and (avx512 or "avx_vnni" in cpu):  # the own build is not the madd loop
         builds["x86-64-v3"] = ["-march=x86-64-v3"]
-        if "avx_vnni" in cpu:
-            builds["x86-64-v3 + AVX-VNNI"] = ["-march=x86-64-v3", "-mavxvnni"]
+    if _V3_FLAGS <= cpu and avx512 and "avx_vnni" in cpu:
+        builds["x86-64-v3 + AVX-VNNI"] = ["-march=x86-64-v3", "-mavxvnni"]
     return builds
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="builds the kernels for the x86-64 baseline")
 def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
     """The order of a product's additions is the definition (csrc/packed_linear.h): the two GGUF kernels built
-    for the x86-64 baseline (no AVX2: the plain C++ loop, 8 columns a group), and on an AVX-512 CPU for AVX2
-    too, give the bits this CPU's build gives (AVX2 or AVX-512, 8 or 16 columns a group, VNNI or not), odd
-    blocks of x included."""
+    for the x86-64 baseline (no AVX2: the plain C++ loop, 8 columns a group), and for the AVX2 loops this CPU
+    can run, give the bits this CPU's build gives (AVX2 or AVX-512, 8 or 16 columns a group, VNNI or not),
+    odd blocks of x included."""
     flags = [f for f in build.FLAGS if not f.startswith("-march")]
     files = [str(build.SOURCE_DIR / name) for name in ("q4_linear.cpp", "q8_0_linear.cpp")]
     jobs = {name: subprocess.Popen([build._compiler(), *flags, *march, *files, "-o", str(tmp_path / f"{i}.so")],
