@@ -100,9 +100,9 @@ def test_packing_keeps_every_weight(kind):
 
 @pytest.mark.parametrize("kind", ["q4_0", "q4_1", "q8_0"])
 def test_a_rows_result_does_not_depend_on_its_batch(kind):
-    """Every tile the kernel cuts a batch into (1 to 8 rows a pass where AVX-512 gives 32 registers, else up
-    to 4; 9 and 13 rows: two or more passes) gives each row the result it gets alone. 41 columns: the last
-    group of 8 holds one."""
+    """Every tile the kernel cuts a batch into (1 to 8 rows a pass where AVX-512 gives 32 registers, 6 with
+    AVX2's madd, else up to 4; 9 and 13 rows: two or more passes) gives each row the result it gets alone. 41
+    columns: the last group of 8 holds one."""
     product, _ = _quantized(kind, 41, 160, seed=3)
     x = _x(13, 160, seed=3)
     alone = torch.cat([product(x[r:r + 1]) for r in range(13)])
@@ -204,7 +204,7 @@ def _check_products(other: ctypes.CDLL, name: str) -> None:
             other.q8_0_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k))
         else:
             other.q4_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k), ctypes.c_int(ggml_type))
-        for x in [_x(rows, k, seed=rows) for rows in (1, 5, 9)] + [_x_with_odd_blocks(k)]:
+        for x in [_x(rows, k, seed=rows) for rows in (1, 2, 3, 5, 8, 9, 13)] + [_x_with_odd_blocks(k)]:  # tiles of 1..8
             x, rows = x.contiguous(), x.shape[0]
             got = torch.empty(rows, n, dtype=torch.bfloat16)
             args = [p(x.data_ptr()), p(packed.data_ptr()), p(got.data_ptr()), i(rows), i(n), i(k)]

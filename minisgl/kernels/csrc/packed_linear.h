@@ -208,6 +208,8 @@ inline void tile_plain(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t
 
 #if MINISGL_PACKED_AVX512
 constexpr int TILE_ROWS = 8;  // rows per pass over a group: AVX-512's 32 registers hold 8 rows' sums
+#elif MINISGL_PACKED_AVX2
+constexpr int TILE_ROWS = FUSED_DOT ? 4 : 6;  // AVX2's 16: 6 rows of one sum each (madd), or 4 of two
 #else
 constexpr int TILE_ROWS = 4;
 #endif

@@ -27,6 +27,7 @@ inline VI set1_i32(int32_t v) { return _mm512_set1_epi32(v); }
 inline VI zero_i() { return _mm512_setzero_si512(); }
 inline VI add_i32(VI a, VI b) { return _mm512_add_epi32(a, b); }
 inline VI dot(VI s, VI w, VI x) { return _mm512_dpwssd_epi32(s, w, x); }
+constexpr bool FUSED_DOT = true;  // one instruction of several cycles, on the chain through the sum
 inline VF halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline VF set1_f(float v) { return _mm512_set1_ps(v); }
 inline VF zero_f() { return _mm512_setzero_ps(); }
@@ -50,10 +51,13 @@ inline VI zero_i() { return _mm256_setzero_si256(); }
 inline VI add_i32(VI a, VI b) { return _mm256_add_epi32(a, b); }
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 inline VI dot(VI s, VI w, VI x) { return _mm256_dpwssd_epi32(s, w, x); }
+constexpr bool FUSED_DOT = true;
 #elif defined(__AVXVNNI__)
 inline VI dot(VI s, VI w, VI x) { return _mm256_dpwssd_avx_epi32(s, w, x); }
+constexpr bool FUSED_DOT = true;
 #else
 inline VI dot(VI s, VI w, VI x) { return _mm256_add_epi32(s, _mm256_madd_epi16(w, x)); }
+constexpr bool FUSED_DOT = false;  // the madd is off the chain through the sum, which is one add of a cycle
 #endif
 inline VF halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline VF set1_f(float v) { return _mm256_set1_ps(v); }
@@ -80,10 +84,11 @@ inline void pairs_of(const uint8_t* blk, int u, VI* w) {
 }
 
 // A row's integer sum goes in CHAINS accumulators (added at the end: integers, so in any order) so that few
-// rows still keep several multiply-adds in flight; the float part is one multiply-add per row and block.
+// rows still keep several VNNI multiply-adds in flight (AVX2's madd + add needs one: its chain is the add);
+// the float part is one multiply-add per row and block.
 template <int TILE, class Pack>
 inline void tile_simd(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t blocks, float (*out)[GROUP]) {
-  constexpr int CHAINS = TILE >= 8 ? 1 : (TILE >= 4 ? 2 : (TILE >= 2 ? 4 : 8));
+  constexpr int CHAINS = !FUSED_DOT || TILE >= 8 ? 1 : (TILE >= 4 ? 2 : (TILE >= 2 ? 4 : 8));
   VF acc[TILE], off[TILE];
   for (int t = 0; t < TILE; ++t) acc[t] = off[t] = zero_f();
   for (int64_t b = 0; b < blocks; ++b) {
