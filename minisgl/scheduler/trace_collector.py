@@ -56,7 +56,7 @@ class SchedulerTraceCollector:
         self.sched = sched
         self._traced_tree: list[dict] | None = None  # the tree as last emitted: cache.tree only on a change
         self._result_round: int | None = None  # overlap loop: the round whose result is being processed
-        self._texts: dict[int, str] = {}  # each token's text, decoded once
+        self._texts: dict[int, str] = {}  # each token's text, decoded once (at most the vocabulary)
         if not tracer.enabled:
             return
         sched.cache_manager.journal = []

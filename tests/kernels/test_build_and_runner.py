@@ -34,8 +34,8 @@ def test_built_once_then_taken_from_the_cache(tmp_path: Path, monkeypatch):
 @needs_compiler
 @pytest.mark.skipif(shutil.which("nm") is None, reason="needs binutils' nm to list the library's symbols")
 def test_only_the_c_entry_points_leave_the_library():
-    """The C++ names stay hidden (csrc/common.h): two builds in one process, as the plain-loop test loads,
-    would otherwise share one copy of each inline function and `thread_local` buffer."""
+    """The C++ names stay hidden (csrc/common.h): two builds in one process, as test_packed_linear.py's bits
+    test loads them, would otherwise share one copy of each inline function and `thread_local` buffer."""
     listed = subprocess.run(["nm", "-DC", "--defined-only", str(build.library_path())], capture_output=True,
                             text=True, check=True).stdout
     names = [line.split(maxsplit=2)[-1] for line in listed.splitlines()]

@@ -166,7 +166,7 @@ def _other_builds() -> dict[str, list[str]]:
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="builds the kernels for the x86-64 baseline")
-def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
+def test_the_plain_and_avx2_loops_give_this_cpus_bits(tmp_path):
     """The order of a product's additions is the definition (csrc/packed_linear.h): the two GGUF kernels built
     for the x86-64 baseline (no AVX2: the plain C++ loop, 8 columns a group), and for the AVX2 loops this CPU
     can run, give the bits this CPU's build gives (AVX2 or AVX-512, 8 or 16 columns a group, VNNI or not),
@@ -176,10 +176,10 @@ def test_the_plain_loop_gives_this_cpus_bits(tmp_path):
     jobs = {name: subprocess.Popen([build._compiler(), *flags, *march, *files, "-o", str(tmp_path / f"{i}.so")],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for i, (name, march) in enumerate(_other_builds().items())}  # compiled side by side
+    errors = {name: job.communicate()[1] for name, job in jobs.items()}  # every compiler done before any assert
     libs = {}
     for i, (name, job) in enumerate(jobs.items()):
-        _, err = job.communicate()
-        assert job.returncode == 0, (name, err[-2000:])
+        assert job.returncode == 0, (name, errors[name][-2000:])
         libs[name] = ctypes.CDLL(str(tmp_path / f"{i}.so"))
     for name, lib in libs.items():
         assert lib.packed_group() == 8, name
@@ -204,7 +204,8 @@ def _check_products(other: ctypes.CDLL, name: str) -> None:
             other.q8_0_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k))
         else:
             other.q4_pack(p(raw.data_ptr()), p(packed.data_ptr()), i(n), i(k), ctypes.c_int(ggml_type))
-        for x in [_x(rows, k, seed=rows) for rows in (1, 2, 3, 5, 8, 9, 13)] + [_x_with_odd_blocks(k)]:  # tiles of 1..8
+        rows_of_x = (1, 2, 3, 5, 8, 9, 13)  # with the odd blocks' 6: every tile of 1 to 8 rows, in every build
+        for x in [_x(rows, k, seed=rows) for rows in rows_of_x] + [_x_with_odd_blocks(k)]:
             x, rows = x.contiguous(), x.shape[0]
             got = torch.empty(rows, n, dtype=torch.bfloat16)
             args = [p(x.data_ptr()), p(packed.data_ptr()), p(got.data_ptr()), i(rows), i(n), i(k)]
