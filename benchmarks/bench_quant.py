@@ -51,6 +51,7 @@ from bench_forward import (  # noqa: E402
     measure,
 )
 
+from minisgl import kernels  # noqa: E402
 from minisgl.model_executor.model_runner import ModelRunner  # noqa: E402
 from minisgl.model_executor.static_generate import greedy_generate  # noqa: E402
 from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model  # noqa: E402
@@ -191,7 +192,7 @@ def main(argv=None) -> int:
     kv = max(batches) * (args.prompt_len + args.decode_rounds + 1) + 16
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, {threads} thread(s), cpu count {os.cpu_count()}, load average "
-          f"{os.getloadavg()[0]:.1f}", flush=True)
+          f"{os.getloadavg()[0]:.1f}; GGUF products: {kernels.packed_loop()}", flush=True)
     if args.no_bf16:
         args.skip_agreement = True
     runners = {}

@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minisgl import Engine  # noqa: E402
+from minisgl import Engine, kernels  # noqa: E402
 
 PARAGRAPH = ("The old lighthouse stood at the end of the harbour wall. Every evening the keeper climbed the "
              "ninety steps, wound the clockwork, trimmed the wick and lit the lamp, and every morning he "
@@ -115,8 +115,10 @@ def main() -> None:
     params = {"max_new_tokens": args.new_tokens, "temperature": 0}
     run_once(off, "Hello", {"max_new_tokens": 4, "temperature": 0})  # warm up both paths
     run_once(on, "Hello, hello, hello, hello", {"max_new_tokens": 8, "temperature": 0})
-    print(f"model {args.model or 'bundled SmolLM2-135M'}, dtype {args.dtype}, torch threads {torch.get_num_threads()}, batch 1, max_new_tokens "
-          f"{args.new_tokens}, K={args.num_draft_tokens}, window {args.min_window}..{args.max_window}")
+    print(f"model {args.model or 'bundled SmolLM2-135M'}, dtype {args.dtype}, "
+          f"torch threads {torch.get_num_threads()}, batch 1, max_new_tokens {args.new_tokens}, "
+          f"K={args.num_draft_tokens}, window {args.min_window}..{args.max_window}")
+    print(f"GGUF products: {kernels.packed_loop()}")
     print(f"{'workload':<16}{'prompts':>8}{'tokens':>8}{'off tok/s':>11}{'on tok/s':>10}{'ratio':>7}"
           f"{'accept':>8}{'acc/round':>10}{'same':>6}")
     for name, prompts in (("repetitive", REPETITIVE), ("non-repetitive", NON_REPETITIVE)):

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from minisgl import kernels  # noqa: E402
 from minisgl.entrypoints.engine import Engine  # noqa: E402
 from minisgl.scheduler import trace_collector  # noqa: E402
 
@@ -138,6 +139,8 @@ def main() -> int:
           f"{', speculation ' + args.speculative_algorithm if args.speculative_algorithm else ''}, cpu, "
           f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, median of {args.repeats}")
+    if args.quantization == "gguf":
+        print(f"GGUF products: {kernels.packed_loop()}")
     print("| tracing | wall s | tok/s | wall overhead | CPU s | tok/CPU-s | CPU overhead | in hooks | events "
           "| trace size |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

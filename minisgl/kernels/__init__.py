@@ -70,6 +70,7 @@ def load() -> bool:
             lib.q4_pack.argtypes, lib.q4_pack.restype = [_P, _P, _I, _I, _N], None
             lib.q8_0_pack.argtypes, lib.q8_0_pack.restype = [_P, _P, _I, _I], None
             lib.packed_group.argtypes, lib.packed_group.restype = [], ctypes.c_int
+            lib.packed_loop.argtypes, lib.packed_loop.restype = [], ctypes.c_char_p
             _group = lib.packed_group()
             _fns["bf16_to_f32", torch.bfloat16] = lib.bf16_to_f32
             _lib = lib
@@ -89,6 +90,11 @@ def available() -> bool:
 
 def unavailable_reason() -> str | None:
     return _error
+
+
+def packed_loop() -> str:
+    """Which vector loop the GGUF products run on this CPU, in words (benchmarks print it)."""
+    return _lib.packed_loop().decode() if load() else f"none: the CPU kernels are unavailable ({_error})"
 
 
 def supports(dtype: torch.dtype, device: torch.device | str) -> bool:

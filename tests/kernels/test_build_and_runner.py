@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from minisgl import kernels
 from minisgl.kernels import build
 from minisgl.layers.attention.cpu_paged_backend import CpuPagedAttnBackend
 from minisgl.layers.attention.hybrid_attn_backend import HybridAttnBackend
@@ -41,6 +42,15 @@ def test_only_the_c_entry_points_leave_the_library():
     names = [line.split(maxsplit=2)[-1] for line in listed.splitlines()]
     assert "q4_linear_bf16" in names and "graph_replay" in names
     assert not [name for name in names if "minisgl" in name]
+
+
+@needs_compiler
+def test_the_library_names_its_vector_loop():
+    """What the benchmarks print beside their figures: the loop this CPU's build runs, and its group width."""
+    assert kernels.load()
+    loop = kernels.packed_loop()
+    assert f"{kernels._group} columns a group" in loop
+    assert ("AVX-512" in loop) == (kernels._group == 16)
 
 
 @needs_compiler

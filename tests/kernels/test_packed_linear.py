@@ -155,13 +155,13 @@ def _other_builds() -> dict[str, list[str]]:
     """The builds to hold against this CPU's own: the x86-64 baseline (the plain C++ loop) everywhere, and
     each AVX2 loop (8 columns a group; madd + add, or AVX-VNNI's dpwssd) this CPU can run but its own build
     does not use. So an AVX-512 machine checks the AVX2 loops too, which would otherwise wait for one."""
-    builds = {"x86-64": ["-march=x86-64"]}
+    builds = {"plain C++": ["-march=x86-64"]}  # named by the words its packed_loop() must say
     cpu = set(build._cpu_flags().split())
     avx512 = kernels._lib.packed_group() == 16
     if _V3_FLAGS <= cpu and (avx512 or "avx_vnni" in cpu):  # the own build is not the madd loop
-        builds["x86-64-v3"] = ["-march=x86-64-v3"]
+        builds["AVX2 (madd + add)"] = ["-march=x86-64-v3"]
     if _V3_FLAGS <= cpu and avx512 and "avx_vnni" in cpu:
-        builds["x86-64-v3 + AVX-VNNI"] = ["-march=x86-64-v3", "-mavxvnni"]
+        builds["AVX2 with VNNI"] = ["-march=x86-64-v3", "-mavxvnni"]
     return builds
 
 
@@ -182,7 +182,8 @@ def test_the_plain_and_avx2_loops_give_this_cpus_bits(tmp_path):
         assert job.returncode == 0, (name, errors[name][-2000:])
         libs[name] = ctypes.CDLL(str(tmp_path / f"{i}.so"))
     for name, lib in libs.items():
-        assert lib.packed_group() == 8, name
+        lib.packed_loop.restype = ctypes.c_char_p
+        assert name in lib.packed_loop().decode() and lib.packed_group() == 8, name
         _check_products(lib, name)
         _check_x_codes(lib, name)
 

@@ -30,6 +30,17 @@ void q4_linear(const T* x, const uint8_t* packed, T* out, int64_t rows, int64_t 
 // columns per packed group on this CPU (8, or 16 with AVX-512): kernels/__init__.py sizes the packed buffers
 extern "C" int packed_group() { return GROUP; }
 
+// the vector loop this build runs (the benchmarks print it beside their figures)
+extern "C" const char* packed_loop() {
+#if MINISGL_PACKED_AVX512
+  return "AVX-512 VNNI (dpwssd), 16 columns a group";
+#elif MINISGL_PACKED_AVX2
+  return FUSED_DOT ? "AVX2 with VNNI (dpwssd), 8 columns a group" : "AVX2 (madd + add), 8 columns a group";
+#else
+  return "plain C++ loop (no AVX2), 8 columns a group";
+#endif
+}
+
 // raw: the file's rows [n, k / 32 * 18 or 20]; packed: ceil(n / GROUP) * (k / 32) * GROUP * 18 or 20 bytes
 extern "C" void q4_pack(const uint8_t* raw, uint8_t* packed, int64_t n, int64_t k, int ggml_type) {
   if (ggml_type == 3)
