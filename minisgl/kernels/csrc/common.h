@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <cstring>
 
-// Only the C entry points leave the library. The C++ names stay inside it (hidden), so two builds loaded in
-// one process (a test loads the plain-loop build next to this CPU's) each call their own functions and keep
-// their own `thread_local` buffers, and calls between the files do not go through the dynamic linker.
+// Only the C entry points leave the library. The C++ names stay inside it (hidden), so builds loaded in one
+// process (a test loads the plain and AVX2 builds next to this CPU's) each call their own functions and
+// keep their own `thread_local` buffers, and calls between the files do not go through the dynamic linker.
 #define MINISGL_HIDDEN __attribute__((visibility("hidden")))
 
 namespace minisgl MINISGL_HIDDEN {
