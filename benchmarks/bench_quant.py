@@ -46,6 +46,7 @@ from bench_forward import (  # noqa: E402
     batch_prompts,
     engine_decode,
     hf_decode,
+    hf_generate,
     load_hf_model,
     make_prompt,
     measure,
@@ -106,6 +107,30 @@ def llama_decode(python: str, path: Path, threads: int, prompt: list[int], round
     out = json.loads(done.stdout.strip().splitlines()[-1])
     llama_decode.version = out["version"]
     return out["seconds"]
+
+
+def hf_products(model, prompts: list[list[int]], rounds: int, pad_id: int) -> tuple[float, float]:
+    """One more transformers decode, a clock around each of its nn.Linear calls: (seconds of `rounds` decode
+    steps, seconds of them inside nn.Linear), both counted as hf_decode counts: generate(rounds + 1) minus
+    generate(1). What its products cost bounds what any engine with the same products can gain on it."""
+    spent, started = [0.0], {}
+
+    def before(module, args):
+        started[id(module)] = time.perf_counter()
+
+    def after(module, args, out):
+        spent[0] += time.perf_counter() - started.pop(id(module))
+
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    handles = [h for m in linears for h in (m.register_forward_pre_hook(before), m.register_forward_hook(after))]
+    try:
+        t_one, _ = hf_generate(model, prompts, 1, pad_id)
+        in_one, spent[0] = spent[0], 0.0
+        t_all, _ = hf_generate(model, prompts, rounds + 1, pad_id)
+    finally:
+        for h in handles:
+            h.remove()
+    return max(t_all - t_one, 1e-9), spent[0] - in_one
 
 
 def load(model, mode: str, kv_tokens: int, batch: int) -> ModelRunner:
@@ -228,6 +253,11 @@ def main(argv=None) -> int:
         if hf is not None:
             line += f"   transformers bf16 {rate[2]:7.1f} (gguf {rate[1] / rate[2]:4.2f}x)"
         print(f"{line}  {busy}", flush=True)
+        if hf is not None and b > 1:  # what bounds the ratio: transformers' own products
+            step, products = (t / args.decode_rounds * 1e3 for t in hf_products(hf, prompts, args.decode_rounds, pad))
+            print(f"{'':12s}a step, ms: gguf {1e3 * b / rate[1]:6.1f}; transformers {step:6.1f} (clocked in a further "
+                  f"run), {products:6.1f} of it in its nn.Linear products ({products / step:.0%}); 2x transformers: "
+                  f"{step / 2:6.1f}", flush=True)
 
     if args.llama_python:
         # minisgl as it runs (its decode rounds replayed from a cpu graph, where one is on), the same weights

@@ -1,0 +1,55 @@
+"""The products benchmark times what it says: each way's product of the bundled model's real weights is
+x @ W.T (checked against float32 here, as the script prints it), and a step adds the layers' products and
+lm_head's. No time is asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from minisgl import kernels
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_products.py"
+
+pytestmark = pytest.mark.skipif(not kernels.load(), reason="the C++ kernels did not build")
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_products", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_products"] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_way_multiplies_the_models_own_weights(bundled_source, model_config):
+    bench = _bench()
+    products, layers = bench.load_products(bundled_source.path)
+    assert layers == model_config.num_hidden_layers
+    shapes = {p.name: tuple(p.weight.shape) for p in products}
+    hidden, inter = model_config.hidden_size, model_config.intermediate_size
+    kv = model_config.num_key_value_heads * (hidden // model_config.num_attention_heads)
+    assert shapes == {"qkv_proj": (hidden + 2 * kv, hidden), "o_proj": (hidden, hidden),
+                      "gate_up_proj": (2 * inter, hidden), "down_proj": (hidden, inter),
+                      "lm_head": (model_config.vocab_size, hidden)}
+    records = bench.measure(products, [1, 3], repeats=1)
+    assert len(records) == 2 * len(products)
+    for rec in records:
+        ways = set(bench.WAYS) if rec["product"] != "lm_head" else {"gguf", "F.linear bf16"}  # lm_head is Q8_0
+        assert set(rec["ms"]) == set(rec["diff"]) == ways, rec
+        assert all(t > 0 for t in rec["ms"].values())
+        # bfloat16 x and outputs: each way within a few bfloat16 roundings of the float32 product
+        assert all(d < 1.5e-2 for d in rec["diff"].values()), rec
+    totals = bench.step_totals(records, layers)
+    one = {r["product"]: r["ms"] for r in records if r["rows"] == 1}
+    want = sum(one[p]["int4pack"] for p in bench.FUSED) * layers + one["lm_head"]["F.linear bf16"]
+    assert totals[1]["int4pack"] == pytest.approx(want)
+    assert set(totals) == {1, 3}
+
+
+def test_the_script_refuses_bad_rows(capsys):
+    with pytest.raises(SystemExit, match="--rows"):
+        _bench().main(["--rows", "0"])

@@ -1,0 +1,31 @@
+"""bench_quant's clock around transformers' products: it counts the decode steps' nn.Linear calls only,
+and leaves no hook behind."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _bench():
+    sys.path.insert(0, str(BENCHMARKS))  # bench_quant imports bench_forward
+    try:
+        spec = importlib.util.spec_from_file_location("bench_quant", BENCHMARKS / "bench_quant.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module
+
+
+def test_transformers_products_are_a_part_of_its_decode_steps(hf_model_fp32, chat_prompt_ids):
+    prompts = [chat_prompt_ids[0][:8], chat_prompt_ids[1][:8]]
+    step, products = _bench().hf_products(hf_model_fp32, prompts, rounds=3, pad_id=2)
+    assert 0 < products < step
+    linears = [m for m in hf_model_fp32.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and not any(m._forward_hooks or m._forward_pre_hooks for m in linears)
