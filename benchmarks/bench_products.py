@@ -18,8 +18,8 @@ the largest output. Then one decode step's products (the layer's four times the 
 lm_head): torch's int4 kernel takes Q4 blocks only, so its step multiplies lm_head with F.linear.
 
 Where the CPU has AMX (Intel's tile unit, `amx_bf16` in /proc/cpuinfo), oneDNN runs F.linear's bfloat16
-products on the tiles from a few rows on: that is the side the 2x-transformers target of large batches
-meets there (see the benchmarks page).
+products on the tiles from a few rows on, and transformers' large batches with them (see the benchmarks
+page). Weights of other GGUF types than Q4_0, Q4_1 and Q8_0 are refused with a message.
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ def load_products(path: Path) -> tuple[list[Product], int]:
             raise SystemExit(f"{name}: its parts have different ggml types {sorted(types)}; this script stacks "
                              "one type")
         ggml_type = int(types.pop())
+        if ggml_type not in kernels.BLOCK_BYTES:
+            raise SystemExit(f"{name}: ggml type {ggml_type}; the GGUF kernels take Q4_0 (2), Q4_1 (3) and Q8_0 (8)")
         raw = np.concatenate([blocks[p][1] for p in parts])
         k = raw.shape[1] // kernels.BLOCK_BYTES[ggml_type] * 32
         weight = torch.from_numpy(np.asarray(dequantize(raw, ggml_type), np.float32).reshape(raw.shape[0], k))
@@ -146,11 +148,17 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not kernels.load():
         raise SystemExit(f"the C++ kernels are unavailable: {kernels.unavailable_reason()}")
-    rows = [int(r) for r in args.rows.split(",")]
-    if not rows or min(rows) < 1 or args.repeats < 1:
-        raise SystemExit("--rows must be positive integers and --repeats at least 1")
-    torch.set_num_threads(args.threads)
+    try:
+        rows = [int(r) for r in args.rows.split(",")]
+    except ValueError:
+        rows = []
+    if not rows or min(rows) < 1 or args.repeats < 1 or args.threads < 1:
+        raise SystemExit(f"--rows must be positive integers, comma-separated (not {args.rows!r}), and --repeats "
+                         "and --threads at least 1")
     path = args.model or bundled_model_path()
+    if path.suffix != ".gguf" or not path.is_file():
+        raise SystemExit(f"--model {path}: not a .gguf file")
+    torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} thread(s), CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}, AMX: {amx_flags()}; GGUF products: {kernels.packed_loop()}",
           flush=True)

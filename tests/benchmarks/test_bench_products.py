@@ -50,6 +50,8 @@ def test_every_way_multiplies_the_models_own_weights(bundled_source, model_confi
     assert set(totals) == {1, 3}
 
 
-def test_the_script_refuses_bad_rows(capsys):
-    with pytest.raises(SystemExit, match="--rows"):
-        _bench().main(["--rows", "0"])
+@pytest.mark.parametrize("argv", [["--rows", "0"], ["--rows", "1,x"], ["--repeats", "0"],
+                                  ["--model", "no-such-model.gguf"]])
+def test_the_script_refuses_bad_arguments_in_one_line(argv):
+    with pytest.raises(SystemExit, match="--rows|--model"):
+        _bench().main(argv)
