@@ -8,7 +8,9 @@ greedy agreement, memory.
 - decode tok/s at --batches (bench_forward.py's workload: equal prompts of --prompt-len tokens, one
   untimed EXTEND, then --decode-rounds timed greedy DECODE rounds) for minisgl bf16 dequantized
   (--quantization none), minisgl --quantization gguf, and transformers on the same dequantized weights
-  in bf16 (skip with --no-hf), interleaved A, B, C, A, B, C, ... --repeats times, medians;
+  in bf16 (skip with --no-hf), interleaved A, B, C, A, B, C, ... --repeats times, medians; above batch 1,
+  one more transformers decode with a clock around each nn.Linear call: what share of its step its own
+  products take, beside the length of a step at twice its speed;
 - llama.cpp's batch-1 decode on the same GGUF file and thread count (--llama-python: a Python with
   llama-cpp-python installed, which is never a dependency of minisgl; build one outside the repository
   with `python3 -m venv ENV && ENV/bin/pip install llama-cpp-python`, which compiles llama.cpp). Each
