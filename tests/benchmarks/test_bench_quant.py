@@ -4,6 +4,8 @@ a part of those steps, and no hook is left behind."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 from pathlib import Path
 
 import torch
@@ -18,7 +20,9 @@ def _bench():  # bench_quant puts its own folder on sys.path, for bench_forward
     return module
 
 
-def test_transformers_products_are_a_part_of_its_decode_steps(hf_model_fp32, chat_prompt_ids):
+def test_transformers_products_are_a_part_of_its_decode_steps(hf_model_fp32, chat_prompt_ids, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the script's import-time set-up, undone afterwards
+    monkeypatch.setenv("TQDM_DISABLE", os.environ.get("TQDM_DISABLE", "1"))
     prompts = [chat_prompt_ids[0][:8], chat_prompt_ids[1][:8]]
     step, products = _bench().hf_products(hf_model_fp32, prompts, rounds=3, pad_id=2)
     assert 0 < products < step
