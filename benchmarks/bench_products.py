@@ -37,7 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minisgl import kernels  # noqa: E402
-from minisgl.layers.quantization.gguf import INT4_TYPES, decode_blocks  # noqa: E402
+from minisgl.layers.quantization.gguf import INT4_TYPES, GGUFInt4Linear, decode_blocks  # noqa: E402
 from minisgl.model_loader.bundled import bundled_model_path  # noqa: E402
 from minisgl.model_loader.gguf_dequant import dequantize  # noqa: E402
 from minisgl.model_loader.gguf_weights import read_gguf_config, read_gguf_linear_blocks  # noqa: E402
@@ -79,17 +79,11 @@ def load_products(path: Path) -> tuple[list[Product], int]:
         k = raw.shape[1] // kernels.BLOCK_BYTES[ggml_type] * 32
         weight = torch.from_numpy(np.asarray(dequantize(raw, ggml_type), np.float32).reshape(raw.shape[0], k))
         product = Product(name, ggml_type, weight)
-        gguf = kernels.block_linear(torch.from_numpy(raw), ggml_type)
-        product.calls["gguf"] = gguf
+        product.calls["gguf"] = kernels.block_linear(torch.from_numpy(raw), ggml_type)
         bf16 = weight.to(torch.bfloat16)
         product.calls["F.linear bf16"] = lambda x, w=bf16: torch.nn.functional.linear(x, w)
-        if ggml_type in INT4_TYPES:
-            q4 = decode_blocks(raw, ggml_type)
-            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(torch.from_numpy(q4.codes.astype(np.int32)), 2)
-            sz = np.stack([q4.scales, q4.zeros], axis=-1).transpose(1, 0, 2)  # [K / 32, N, 2]
-            sz = torch.from_numpy(np.ascontiguousarray(sz)).to(torch.bfloat16)
-            int4_mm = torch.ops.aten._weight_int4pack_mm_for_cpu
-            product.calls["int4pack"] = lambda x, p=packed, s=sz: int4_mm(x, p, 32, s)
+        if ggml_type in INT4_TYPES:  # minisgl's fall-back layer, as the engine builds it without the C++ kernels
+            product.calls["int4pack"] = GGUFInt4Linear(decode_blocks(raw, ggml_type), None)
         products.append(product)
     return products, config.num_hidden_layers
 
