@@ -15,13 +15,15 @@ from tracer.reader import Trace
 
 def check_disagg(trace: Trace) -> list[str]:
     sent, received, done, registered = defaultdict(list), defaultdict(list), set(), set()
-    room_of: dict[str, int] = {}  # rid -> room, for the prefill requests whose KV was sent
+    # (process, rid) -> room, for the prefill requests whose KV was sent. By process too: in a merged trace the
+    # decode server's request has the same rid, and it may finish before the prefill server reads the ack.
+    room_of: dict[tuple[str, str], int] = {}
     out = []
     for ev in trace.events:
         room = ev.get("room")
         if ev.name == S.DISAGG_KV_SENT:
             sent[room].append(ev)
-            room_of[ev.rid] = room
+            room_of[ev.proc, ev.rid] = room
         elif ev.name == S.DISAGG_KV_RECEIVED:
             received[room].append(ev)
             if room not in registered:
@@ -31,7 +33,7 @@ def check_disagg(trace: Trace) -> list[str]:
         elif ev.name == S.DISAGG_BOOTSTRAP and ev.get("mode") == "decode":
             registered.add(room)
         elif ev.name == S.SCHED_FINISHED and ev.rid is not None:
-            if ev.rid in room_of and room_of[ev.rid] not in done:
+            if (ev.proc, ev.rid) in room_of and room_of[ev.proc, ev.rid] not in done:
                 out.append(f"disagg: request {ev.rid} finished ({ev.where}) before its KV transfer was acknowledged")
     for room, evs in list(sent.items()) + list(received.items()):
         if len(evs) > 1:
