@@ -35,8 +35,30 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--file-order", default="", metavar="reverse|random:SEED",
+                     help="run the test files in reversed or shuffled order (tests keep their order within a "
+                          "file): a check that no file relies on another having run first")
+
+
+def _reorder_files(order: str, items) -> None:
+    import random
+
+    files = list(dict.fromkeys(item.nodeid.split("::")[0] for item in items))
+    if order == "reverse":
+        files.reverse()
+    elif order.startswith("random:"):
+        random.Random(order.partition(":")[2]).shuffle(files)
+    else:
+        raise pytest.UsageError(f"--file-order takes reverse or random:SEED, not {order!r}")
+    rank = {f: i for i, f in enumerate(files)}
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("file_order"):
+        _reorder_files(config.getoption("file_order"), items)
     if not config.getoption("loadgroup", False):  # set on each worker when the run is --dist loadgroup
         return
     modules: dict[str, str] = {}  # module -> its group: the best-ranked shared group any of its tests uses

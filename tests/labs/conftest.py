@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import zmq.asyncio  # noqa: F401  (imported once, before any nested run; see run_lab_tests)
 
 
 def run_lab_tests(lab, learner: Path, tmp_path: Path) -> tuple[int, int]:
@@ -29,11 +28,12 @@ def run_lab_tests(lab, learner: Path, tmp_path: Path) -> tuple[int, int]:
         else:
             os.environ[swap.ENV] = old
         swap.restore()
-        # the lab's test module and the learner's file: fresh next time. (zmq, a C extension, is imported above:
-        # purged and imported again, its backend would still raise the first import's zmq.Again, which the new
-        # `except zmq.Again` does not catch.)
+        # Only the lab's test module and the learner's file are dropped, to be fresh next time. An engine module
+        # the nested run imported first stays: dropped, it would be imported again as a second copy while the
+        # modules that already hold the first (a kernel registry, zmq's exception classes) keep theirs.
         for name in set(sys.modules) - before:
-            del sys.modules[name]
+            if name.startswith("minisgl_lab_") or name.rsplit(".", 1)[-1] in ("test_lab", "conftest"):
+                del sys.modules[name]
     from minisgl.labs.grade import junit_counts
 
     return junit_counts(junit)
