@@ -13,8 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "lab", help="labs: write one engine component and grade it by its trace",
         description="Labs: each swaps one component of the engine for your own file (MINISGL_LAB=COMPONENT=FILE) "
-                    "and grades it twice: its unit tests, and the lab's scenario run on the real engine, whose "
-                    "trace must equal the reference trace event by event.",
+                    "and grades it: its unit tests, a differential check against the engine's own component where "
+                    "the interface is pure, and the lab's scenarios run on the real engine, whose traces must "
+                    "equal the reference traces event by event.",
     )
     p.add_argument("--dir", default=None, metavar="DIR",
                    help="the workspace (default ./minisgl-labs, or $MINISGL_LABS_DIR)")
@@ -30,10 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "reset":
             c.add_argument("--yes", action="store_true", help="do not ask before replacing your file")
         c.set_defaults(func=fn)
-    g = s.add_parser("grade", help="unit tests, then the scenario's trace against the reference",
-                     description="Grade a lab: its unit tests, then its scenario on the real engine with your file "
-                                 "swapped in; prints the score, or the first event where your trace leaves the "
-                                 "reference and the path of an SVG of that round, expected beside got.")
+    g = s.add_parser("grade", help="unit tests, the differential check, then the scenarios' traces",
+                     description="Grade a lab: its unit tests; for a component with a pure interface, a "
+                                 "differential check (your component and the engine's on the same generated "
+                                 "calls, the shortest failing sequence printed); then the lab's scenarios on "
+                                 "the real engine with your file swapped in. Prints the score first, then the "
+                                 "first difference found and an SVG of it, expected beside got.")
     g.add_argument("name", nargs="?", help="the lab (omit with --all)")
     g.add_argument("--all", action="store_true", help="grade every started lab")
     g.add_argument("--json", nargs="?", const="results.json", default=None, metavar="FILE",
@@ -131,7 +134,8 @@ def _hint(args) -> int:
         print(f"{lab.name}: every hint ({len(lab.hints)}) was shown; the lesson {lab.lesson} and the README "
               "are next")
         return 0
-    print(f"hint {hint[0]} of {len(lab.hints)}: {hint[1]}")
+    why = " (it fits what your last grade saw diverge)" if hint[2] else ""
+    print(f"hint {hint[0]} of {len(lab.hints)}{why}: {hint[1]}")
     return 0
 
 
@@ -169,29 +173,51 @@ def _grade(args) -> int:
         out = ws.root / lab.name / "grade"
         g = grade(lab, learner, out, Path(args.reference_trace) if args.reference_trace else None)
         grades.append(g)
-        ws.record_grade(lab, g.score)
-        print(f"unit tests: {g.tests.passed} of {g.tests.total} passed ({g.tests.score:g}/50)")
-        if g.tests.failed:
-            print("\n".join(g.tests.output.rstrip().splitlines()[-25:]))
-        print(f"trace: {'PASS' if g.trace.ok else 'FAIL'}: {g.trace.summary} ({g.trace.score:g}/50)")
-        if g.trace.report:
-            print(g.trace.report)
-        if g.trace.svg is not None:
-            print(f"drawn expected | got: {g.trace.svg}")
-        print(f"score: {g.score:g}/100\n")
+        ws.record_grade(lab, g.score, g.divergence())
+        _print_grade(g, out)
     if args.json:
         _write_results(args.json, grades, [lab for lab in all_labs() if lab not in labs] if args.all else [])
     return 0 if grades and all(g.score == 100 for g in grades) else 1
 
 
+def _print_grade(g, out: Path) -> None:
+    """The verdict first (score, each part in one line, then what the first failing check saw); the unit tests'
+    own output goes to a file, so it never pushes the verdict off the screen."""
+    from minisgl.labs.grade import points
+
+    pts, parts, lab = points(g.lab), g.parts(), g.lab
+    print(f"score: {g.score:g}/100")
+    print(f"  unit tests    {parts['tests']:>5g}/{pts['tests']:<3} {g.tests.passed} of {g.tests.total} passed"
+          + (" (stopped at the time limit)" if g.tests.timed_out else ""))
+    if g.differential is not None:
+        d = g.differential
+        print(f"  differential  {parts['differential']:>5g}/{pts['differential']:<3} "
+              f"{'PASS' if d.ok else 'FAIL'}: {d.summary}")
+    print(f"  trace         {parts['trace']:>5g}/{pts['trace']:<3} {'PASS' if g.trace.ok else 'FAIL'}: "
+          f"{g.trace.summary}")
+    if g.differential is not None and not g.differential.ok and g.differential.example:
+        print("\ndifferential check, " + g.differential.report().lstrip())
+    if g.trace.report:
+        print("\n" + g.trace.report)
+    if g.trace.svg is not None:
+        print(f"drawn expected | got: {g.trace.svg}")
+    log = out / "unit-tests.txt"
+    out.mkdir(parents=True, exist_ok=True)
+    log.write_text(g.tests.output, encoding="utf-8")
+    failing = g.tests.failing()
+    print(f"\nunit tests' output: {log}" + (f" (failing: {', '.join(failing)})" if failing else ""))
+    if g.score < 100:
+        print(f"next: `minisgl lab hint {lab.name}` gives the hint that fits what diverged")
+    print()
+
+
 def _write_results(path: str, grades, unstarted) -> None:
-    from minisgl.labs.grade import TEST_POINTS, TRACE_POINTS
+    from minisgl.labs.grade import points
 
     tests = [t for g in grades for t in g.results_json_tests()]
     for lab in unstarted:
-        tests += [{"name": f"{lab.name}: unit tests", "score": 0, "max_score": TEST_POINTS, "output": "not started"},
-                  {"name": f"{lab.name}: trace of scenario {lab.scenario}", "score": 0,
-                   "max_score": TRACE_POINTS, "output": "not started"}]
+        tests += [{"name": f"{lab.name}: {part}", "score": 0, "max_score": pts, "output": "not started"}
+                  for part, pts in points(lab).items()]
     result = {"score": round(sum(t["score"] for t in tests), 2), "tests": tests}
     Path(path).write_text(json.dumps(result, indent=2), encoding="utf-8")
     print(f"wrote {path} ({len(tests)} tests, score {result['score']:g})")

@@ -15,10 +15,16 @@ class Lab:
     component: str  # an id in components.COMPONENTS
     file: str  # the starter's file name in the workspace
     lesson: str  # the lesson page (lessons/docs/lessons/<lesson>.md)
-    scenario: str  # the scenario whose trace grades it
+    scenario: str  # the lesson's scenario: the first whose trace grades it
     sglang: str  # where the same thing lives in SGLang
     hints: tuple[str, ...] = ()
     order: int = 0  # its place in the course: the lesson's place (one-request 1 ... limits-failures 11)
+    boundaries: tuple[str, ...] = ()  # grading scenarios (minisgl.scenarios.GRADING) run after the lesson's
+
+    @property
+    def scenarios(self) -> tuple[str, ...]:
+        """Every scenario whose trace grades the lab, the lesson's first."""
+        return (self.scenario, *self.boundaries)
 
     @property
     def folder(self) -> Path:

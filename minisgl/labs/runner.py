@@ -1,5 +1,11 @@
-"""Run one scenario with the lab's component swapped in (a child process of `minisgl lab grade`), and write
-what happened to a small JSON report: ok, or the swap's error, or the learner's traceback and the round."""
+"""Run a lab's grading scenarios with the lab's component swapped in (a child process of `minisgl lab grade`),
+each into TRACE_ROOT/<scenario>, and write what happened to a small JSON report: ok, or the swap's error, or
+the learner's traceback with the scenario and round it happened in.
+
+    python -m minisgl.labs.runner TRACE_ROOT REPORT SCENARIO [SCENARIO ...]
+
+The offline scenarios share one loaded model (each runs on a fork of it, as the course's reference traces
+do); a scenario about HTTP starts its own server."""
 
 from __future__ import annotations
 
@@ -21,20 +27,33 @@ def current_round(trace_dir: str) -> int | None:
 
 
 def main(argv: list[str]) -> int:
-    scenario, trace_dir, report = argv
+    trace_root, report, *scenarios = argv
     from minisgl.labs.swap import LabSwapError, apply_from_env
     from minisgl.scenarios import get
     from minisgl.scenarios.driver import run
 
-    out: dict = {"ok": True}
+    out: dict = {"ok": True, "ran": []}
+    loaded = None
+    name = None
     try:
         apply_from_env()
-        run(get(scenario), trace_dir)
+        for name in scenarios:
+            sc = get(name)
+            if sc.server is None and loaded is None:
+                from minisgl.entrypoints.engine import Engine
+
+                loaded = Engine(dtype="float32", max_total_tokens=4096, max_running_requests=32)
+            run(sc, str(Path(trace_root) / name), loaded=loaded if sc.server is None else None)
+            out["ran"].append(name)
     except LabSwapError as e:
-        out = {"ok": False, "kind": "swap", "message": str(e)}
+        out = {"ok": False, "kind": "swap", "message": str(e), "ran": []}
     except Exception as e:  # the learner's code raised inside the engine
-        out = {"ok": False, "kind": "crash", "message": f"{type(e).__name__}: {e}",
-               "traceback": traceback.format_exc(), "round": current_round(trace_dir)}
+        out = {"ok": False, "kind": "crash", "message": f"{type(e).__name__}: {e}", "scenario": name,
+               "traceback": traceback.format_exc(), "round": current_round(str(Path(trace_root) / name)),
+               "ran": out["ran"]}
+    finally:
+        if loaded is not None:
+            loaded.shutdown()
     Path(report).write_text(json.dumps(out), encoding="utf-8")
     return 0 if out["ok"] else 1
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -48,7 +49,7 @@ class Workspace:
         shutil.copyfile(lab.starter, self.file(lab))
         shutil.copyfile(lab.readme, folder / "README.md")
         shutil.copyfile(lab.tests, folder / f"test_{lab.name}.py")  # to read; grading runs the lab's own copy
-        self._update(lab, hints=0, grade=None)
+        self._update(lab, hints=0, shown=[], grade=None, divergence="")
         return self.file(lab)
 
     def reset(self, lab: Lab) -> Path:
@@ -80,13 +81,33 @@ class Workspace:
         tmp.write_text(json.dumps(state, indent=2, sort_keys=True), encoding="utf-8")
         os.replace(tmp, self.root / STATE)
 
-    def next_hint(self, lab: Lab) -> tuple[int, str] | None:
-        """(number, text) of the next hint, counting it as shown; None when every hint was shown."""
-        shown = int(self.lab_state(lab).get("hints", 0))
-        if shown >= len(lab.hints):
-            return None
-        self._update(lab, hints=shown + 1)
-        return shown + 1, lab.hints[shown]
+    def next_hint(self, lab: Lab) -> tuple[int, str, bool] | None:
+        """(number, text, follows_grade) of the next hint, counting it as shown; None when every hint was shown.
 
-    def record_grade(self, lab: Lab, score: float) -> None:
-        self._update(lab, grade=score)
+        After a grade that failed, the hint chosen is the unseen one that names most of what diverged (the
+        call, event or field: `follows_grade` is then True); otherwise the hints come in order."""
+        st = self.lab_state(lab)
+        shown = [int(i) for i in st.get("shown", range(int(st.get("hints", 0))))]
+        unseen = [i for i in range(len(lab.hints)) if i not in shown]
+        if not unseen:
+            return None
+        best, follows = pick_hint(lab.hints, unseen, st.get("divergence") or "")
+        self._update(lab, hints=len(shown) + 1, shown=[*shown, best])
+        return best + 1, lab.hints[best], follows
+
+    def record_grade(self, lab: Lab, score: float, divergence: str = "") -> None:
+        self._update(lab, grade=score, divergence=divergence)
+
+
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+COMMON = {"c", "n", "self", "the", "a", "of", "to", "and", "in", "is", "expected", "got", "engine", "torch",
+          "tensor", "import", "attrs", "after", "your", "its", "node", "tree", "call", "calls", "raises"}
+
+
+def pick_hint(hints: tuple[str, ...], unseen: list[int], divergence: str) -> tuple[int, bool]:
+    """The unseen hint sharing most identifiers with the divergence (ties: the earliest), and whether any did."""
+    words = {w for w in WORD.findall(divergence) if w.lower() not in COMMON and len(w) > 2}
+    words |= {w.split(".")[-1] for w in re.findall(r"[a-z_]+\.[a-z_]+", divergence)}  # sched.admission -> admission
+    scores = [(len(words & set(WORD.findall(hints[i]))), -i) for i in unseen]
+    top, neg_i = max(scores)
+    return -neg_i, top > 0

@@ -35,13 +35,18 @@ NAMES = (
     "pd_disaggregation",
 )
 
+# the labs' grading scenarios: each drives one component to its boundaries (an exact fit, a tie, an order)
+# that the course's worked examples never reach; `minisgl lab grade` runs them after the lesson's scenario
+GRADING = (
+)
+
 
 class UnknownScenario(LookupError):
     pass
 
 
 def get(name: str) -> Scenario:
-    if name not in NAMES:
+    if name not in NAMES and name not in GRADING:
         raise UnknownScenario(
             f"no scenario named {name!r}; `minisgl scenario list` shows the {len(NAMES)} there are"
         )

@@ -69,7 +69,7 @@ def test_the_starter_diverges_in_its_trace(lab, scenario_runs, base_engine, tmp_
     reference = scenario_runs(lab.scenario).trace
     sc = get(lab.scenario)
     if sc.server is not None:
-        from minisgl.labs.grade import run_trace
+        from minisgl.labs.trace_grade import run_trace
 
         result = run_trace(lab, lab.starter, tmp_path / "grade", reference_dir=scenario_runs(lab.scenario).folder)
         assert not result.ok, result.summary

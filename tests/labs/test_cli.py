@@ -78,7 +78,7 @@ def test_a_crash_and_an_endless_loop_are_reported_not_inherited(tmp_path, scenar
     import psutil
 
     from minisgl.labs.catalog import get
-    from minisgl.labs.grade import run_trace
+    from minisgl.labs.trace_grade import run_trace
 
     radix = get("radix_tree")
     correct = (REPO / "minisgl/mem_cache/radix_cache.py").read_text()
