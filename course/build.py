@@ -77,9 +77,11 @@ class Course:
                 from course.facts import show
 
                 return show(r.value("@" + r.need(ph, 1, "a fact name")[0]))
-            if ph.kind in ("lab", "labs"):
+            if ph.kind in ("lab", "labs", "mutants"):
                 from course import lab_blocks
 
+                if ph.kind == "mutants":
+                    return lab_blocks.mutants_table(lang)
                 if ph.kind == "labs":
                     return lab_blocks.labs_table(src_uri, lang)
                 return lab_blocks.lab_block(r.need(ph, 1, "a lab name")[0], src_uri, lang)

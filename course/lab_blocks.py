@@ -53,5 +53,32 @@ def labs_table(src_uri: str, lang: str) -> str:
     for lab in all_labs():
         lesson = f"[{lab.lesson}]({_rel(src_uri, f'lessons/{lab.lesson}.md')})"
         where = lab.sglang.split(":")[0]
-        rows.append(f"| `{lab.name}` | {_component(lab)} | {lesson} | `{lab.scenario}` | `{where}` |")
+        scenarios = ", ".join(f"`{n}`" for n in lab.scenarios)
+        rows.append(f"| `{lab.name}` | {_component(lab)} | {lesson} | {scenarios} | `{where}` |")
+    return "\n".join(rows)
+
+
+MUTANTS_HEAD = {
+    "en": ("lab", "mutants", "equivalent", "killed by the differential check", "by the trace",
+           "by the unit tests only", "survived", "differential + trace"),
+    "zh": ("实验", "变异体", "等价", "被差分检查杀死", "被 trace 杀死", "只被单元测试杀死", "存活",
+           "差分 + trace"),
+}
+NOT_MEASURED = {"en": "not measured yet (`make lab-mutants LABS={name}`)",
+                "zh": "尚未测量（`make lab-mutants LABS={name}`）"}
+
+
+def mutants_table(lang: str) -> str:
+    """Each lab's measured mutation run (catalog/<lab>/mutants.json, written by `make lab-mutants`)."""
+    from minisgl.labs.catalog import all_labs
+    from minisgl.labs.mutants import recorded
+
+    rows = ["| " + " | ".join(MUTANTS_HEAD[lang]) + " |", "|---" * len(MUTANTS_HEAD[lang]) + "|"]
+    for lab in all_labs():
+        t = recorded(lab)
+        if t is None:
+            rows.append(f"| `{lab.name}` | {NOT_MEASURED[lang].format(name=lab.name)} |" + " |" * 6)
+            continue
+        rows.append(f"| `{lab.name}` | {t.mutants} | {t.equivalent} | {t.by_differential} | {t.by_trace} | "
+                    f"{t.by_tests_only} | {t.survived} | {100 * t.rate():.1f} % |")
     return "\n".join(rows)

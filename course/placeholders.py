@@ -7,6 +7,7 @@
     {{ try SCEN rid=R2 round=@n }}        the commands that run, replay and draw it yourself
     {{ lab NAME }}                        the lab that builds this lesson's component (a "Build it" block)
     {{ labs }}                            every lab, as a table (the labs page)
+    {{ mutants }}                         each lab's measured mutation run, as a table (the labs page)
 
 An argument `@name` is the page's fact `name`; every other number on a page is refused by the tests.
 """
@@ -21,7 +22,7 @@ from typing import Any
 from course.facts import FactError, Facts, show
 
 PLACEHOLDER = re.compile(r"\{\{\s*(?P<kind>[a-z]+)(?P<args>(?:[^}]|\}(?!\}))*)\}\}")
-KINDS = ("fact", "figure", "events", "rows", "try", "lab", "labs")
+KINDS = ("fact", "figure", "events", "rows", "try", "lab", "labs", "mutants")
 
 
 class PlaceholderError(ValueError):

@@ -200,7 +200,8 @@ KV_FREE = _event("kv.free", {"slots": "back on the free list",
                              "reason": "duplicate, finished, evicted, flush, retracted, rejected or transferred"})
 CACHE_INSERTED = _event("cache.inserted", {"slots": "now owned by the radix tree"})
 CACHE_EVICTED = _event("cache.evicted", {"slots": "every slot one eviction freed"})
-CACHE_TREE = _event("cache.tree", {"nodes": "the whole tree: [{id, parent, key, value, lock_ref}]"})
+CACHE_TREE = _event("cache.tree", {"nodes": "the whole tree: [{id, parent, key, value, lock_ref, "
+                                             "last_access_time}] (the LRU stamp: the radix cache's only)"})
 
 # ---- disagg: prefill/decode disaggregation (--disaggregation-mode prefill|decode) -----------------
 DISAGG_QUEUED = _event("disagg.queued", {

@@ -100,7 +100,8 @@ def _start(args) -> int:
         print(f"minisgl lab start: error: {e}", file=sys.stderr)
         return 2
     print(f"lab {lab.name}: {lab.title}\n  your file: {path}\n  read: {path.parent / 'README.md'}\n"
-          f"  lesson: {lab.lesson} · scenario: {lab.scenario}\n"
+          f"  lesson: http://127.0.0.1:8000/lessons/{lab.lesson}/ (`make lessons-serve` serves the course)\n"
+          f"  graded on the scenarios: {', '.join(lab.scenarios)}\n"
           f"  next: edit the TODOs, then `minisgl lab test {lab.name}` and `minisgl lab grade {lab.name}`")
     return 0
 

@@ -49,26 +49,45 @@ class Log:
         self.lines.append(code if expected is None else f"{code:<44} # engine: {expected}")
 
 
+@dataclass(frozen=True)
+class Raised:
+    """What a call that raised returns in the comparison: the exception's type, its message aside."""
+
+    kind: str
+
+    def __repr__(self) -> str:
+        return f"raises {self.kind}"
+
+
 def call(code: str, ref_fn: Callable[[], Any], mine_fn: Callable[[], Any], show: Callable[[Any], Any] = repr,
          about: str = ""):
     """Call the reference, then the learner's; both must return the same shown value or raise the same type.
-    `code` is the call as the example prints it, `about` what is compared. Returns (reference's, learner's)."""
+    `code` is the call as the example prints it, `about` what is compared.
+    Returns (the reference's result, the learner's)."""
     what = f"{code} {about}".strip()
     try:
         ref = ref_fn()
         expected = show(ref)
     except Exception as e:  # the engine refuses this call: the learner's must refuse it the same way
-        ref, expected = None, f"raises {type(e).__name__}"
+        ref = expected = Raised(type(e).__name__)
     try:
         mine = mine_fn()
         got = shown = show(mine)
     except Mismatch:
         raise
     except Exception as e:
-        mine, got, shown = None, f"raises {type(e).__name__}", f"raises {type(e).__name__}: {e}"
+        mine, got, shown = None, Raised(type(e).__name__), f"raises {type(e).__name__}: {e}"
     if got != expected:
         raise Mismatch(what, expected, shown, code)
     return ref, mine
+
+
+def observe(what: str, fn: Callable[[], Any]) -> Any:
+    """Read the learner's component's state; a read that raises (a node left as None, say) is a mismatch."""
+    try:
+        return fn()
+    except Exception as e:
+        raise Mismatch(what, "a state that can be read", f"raises {type(e).__name__}: {e}") from None
 
 
 def same(what: str, expected: Any, got: Any) -> None:
@@ -130,12 +149,17 @@ def check(module: ModuleType, mine: SimpleNamespace, ref: SimpleNamespace,
             if m.code:
                 m.lines.append(f"{m.code:<44} # engine: {m.expected}   <- yours: {m.got}")
             raise
+        except Exception as e:  # what the learner's component returned could not even be compared
+            m = Mismatch("after the last call, comparing with the engine's", "comparable results",
+                         f"raises {type(e).__name__}: {e}")
+            m.lines = list(log.lines)
+            raise m from None
 
     try:
         prop()
     except Mismatch as m:
-        return DiffResult(False, f"your component differs from the engine's ({len(m.lines)} lines replay it): "
-                                 f"{m.what}",
+        return DiffResult(False, f"your component differs from the engine's "
+                                 f"({len(m.lines)} lines replay it): {m.what}",
                           m.what, str(m.expected), str(m.got), m.lines)
     return DiffResult(True, f"your component agrees with the engine's on {max_examples} generated sequences",
                       examples=max_examples)
@@ -143,7 +167,8 @@ def check(module: ModuleType, mine: SimpleNamespace, ref: SimpleNamespace,
 
 def check_file(lab_name: str, component_id: str, learner: Path | None = None,
                max_examples: int = MAX_EXAMPLES) -> DiffResult:
-    """Check the component MINISGL_LAB installs (or `learner`, loaded without installing) against the engine's."""
+    """Check the component MINISGL_LAB installs (or `learner`, loaded without installing) against the
+    engine's."""
     from minisgl.labs import swap
     from minisgl.labs.components import get
     from minisgl.labs.testing import component

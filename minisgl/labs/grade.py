@@ -79,7 +79,8 @@ def run_differential(lab: Lab, learner: Path, timeout: float = DIFF_TIMEOUT) -> 
         cmd = [sys.executable, "-m", "minisgl.labs.differential", lab.name, str(report)]
         child = run_child(cmd, lab_env(lab, learner), timeout)
         if child.code is None:
-            return DiffResult(False, f"stopped after {timeout:.0f} s: your code did not finish (an endless loop?)")
+            return DiffResult(False, f"stopped after {timeout:.0f} s: your code did not finish "
+                                     "(an endless loop?)")
         if not report.exists():
             tail = "\n".join(child.output.rstrip().splitlines()[-8:])
             return DiffResult(False, f"the check could not run your file (exit status {child.code}):\n{tail}")
@@ -99,7 +100,8 @@ class Grade:
         t = self.tests
         out = {"tests": round(pts["tests"] * t.passed / t.total, 2) if t.total else 0.0}
         if "differential" in pts:
-            out["differential"] = float(pts["differential"]) if self.differential and self.differential.ok else 0.0
+            ok = self.differential is not None and self.differential.ok
+            out["differential"] = float(pts["differential"]) if ok else 0.0
         if self.trace is not None:
             out["trace"] = float(pts["trace"]) if self.trace.ok else 0.0
         return out
@@ -109,7 +111,7 @@ class Grade:
         return round(sum(self.parts().values()), 2)
 
     def divergence(self) -> str:
-        """What the first failing check saw, for hints: the call or event and its fields; '' when none failed."""
+        """What the first failing check saw, for hints: the call or event and its fields ('' if none did)."""
         if self.differential is not None and not self.differential.ok:
             return " ".join((self.differential.what or self.differential.summary, *self.differential.example))
         if self.trace is not None and not self.trace.ok:

@@ -20,6 +20,7 @@ class Lab:
     hints: tuple[str, ...] = ()
     order: int = 0  # its place in the course: the lesson's place (one-request 1 ... limits-failures 11)
     boundaries: tuple[str, ...] = ()  # grading scenarios (minisgl.scenarios.GRADING) run after the lesson's
+    view: str = ""  # the diagram view of the component (radix, admission, ...) a divergence is drawn in
 
     @property
     def scenarios(self) -> tuple[str, ...]:

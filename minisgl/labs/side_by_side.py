@@ -93,9 +93,10 @@ def _unmatched(ta: list[tuple[str, str]], tb: list[tuple[str, str]]) -> tuple[se
 
 
 def write_side_by_side(expected: Trace, got: Trace, event: str, round: int | None, summary: str, path: Path,
-                       rid: str | None = None) -> Path:
-    """Draw `round`; with no round (an HTTP or TokenizerManager event), the lifecycle of request `rid`."""
-    view = view_for(event) if round is not None else "lifecycle"
+                       rid: str | None = None, view: str = "") -> Path:
+    """Draw `round` in `view` (the lab's component's own view; by default the one that fits the event); with
+    no round (an HTTP or TokenizerManager event), the lifecycle of request `rid`."""
+    view = (view or view_for(event)) if round is not None else "lifecycle"
     a, b = _draw(expected, view, round, rid), _draw(got, view, round, rid)
     a, b, _ = mark_differences(a, b, by_position=view != "lifecycle")
     parts, x, height = [], 0.0, 0.0
@@ -114,7 +115,7 @@ def write_side_by_side(expected: Trace, got: Trace, event: str, round: int | Non
                          f'in this trace)</text>')
         x += w + 24
         height = max(height, h)
-    note = (f'<text x="8" y="{height + 60}" font-family="monospace" font-size="13" fill="{RED}">'
+    note = (f'<text x="8" y="{height + 60}" font-family="monospace" font-size="13">'
             f"{html.escape(summary)}</text>")
     out = (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
            f'width="{x:.0f}pt" height="{height + 76:.0f}pt" viewBox="0 0 {x:.0f} {height + 76:.0f}">\n'

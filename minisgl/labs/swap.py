@@ -42,13 +42,15 @@ def load_file(path: Path) -> ModuleType:
     name = f"minisgl_lab_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before it runs: a dataclass in the file looks its module up there
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
+        sys.modules.pop(name, None)
         raise LabSwapError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
     except Exception as e:  # the learner's module failed while importing
+        sys.modules.pop(name, None)
         raise LabSwapError(f"{path}: importing it raised {type(e).__name__}: {e}") from e
-    sys.modules[name] = module
     return module
 
 

@@ -1,6 +1,7 @@
-"""The trace part of a grade: the lab's grading scenarios (the lesson's, then its boundary ones) run on the real
-engine with the learner's file swapped in, each trace compared with the reference's event by event; the first
-scenario whose trace leaves the reference gives the verdict, its first divergent event and an SVG of it."""
+"""The trace part of a grade: the lab's grading scenarios (the lesson's, then its boundary ones) run on the
+real engine with the learner's file swapped in, each trace compared with the reference's event by event;
+the first scenario whose trace leaves the reference gives the verdict, its first divergent event and an SVG
+of it."""
 
 from __future__ import annotations
 
@@ -29,13 +30,14 @@ class TraceResult:
 
 
 def reference_trace(lab: Lab, name: str, reference_dir: Path | None):
-    """The reference trace of one grading scenario: REFERENCE_DIR/<name> (or REFERENCE_DIR itself for the
-    lesson's scenario), else the course's own cache of scenario traces (by engine hash)."""
+    """The reference trace of one grading scenario: REFERENCE_DIR/<name>, or REFERENCE_DIR itself for the
+    lesson's scenario; else the course's own cache of scenario traces (by engine hash)."""
     from tracer.reader import load_trace
 
-    if reference_dir is not None:
-        sub = reference_dir / name
-        return load_trace(sub if sub.is_dir() else reference_dir)
+    if reference_dir is not None and (reference_dir / name).is_dir():
+        return load_trace(reference_dir / name)
+    if reference_dir is not None and name == lab.scenario:
+        return load_trace(reference_dir)
     from course.traces import CourseTraces
 
     traces = CourseTraces()
@@ -58,8 +60,8 @@ def run_trace(lab: Lab, learner: Path, out_dir: Path, reference_dir: Path | None
     cmd = [sys.executable, "-m", "minisgl.labs.runner", str(trace_root), str(report), *scenarios]
     child = run_child(cmd, lab_env(lab, learner), timeout)
     if child.code is None:
-        return TraceResult(False, f"stopped after {timeout:.0f} s: your code did not finish (an endless loop?)",
-                           output=child.output)
+        return TraceResult(False, f"stopped after {timeout:.0f} s: your code did not finish "
+                                  "(an endless loop?)", output=child.output)
     if report.exists():
         info = json.loads(report.read_text())
     else:  # killed by a signal (a crash in native code, e.g. rows that disagree with their slots)
@@ -85,14 +87,14 @@ def run_trace(lab: Lab, learner: Path, out_dir: Path, reference_dir: Path | None
                                 scenario=name, what=info["message"])
             if div is not None and div.got is not None:  # the partial trace had already left the reference
                 crash.report = div.report() + "\n\n" + crash.report
-                crash.svg = _svg(expected, got, div, out_dir, name)
+                crash.svg = _svg(expected, got, div, out_dir, name, lab.view)
                 crash.what = _what(div)
             return crash
         if div is not None:
-            return TraceResult(False, f"scenario {name}: your trace leaves the reference at event #{div.index} "
-                                      f"({div.event})", report=div.report(),
-                               svg=_svg(expected, got, div, out_dir, name), output=child.output, scenario=name,
-                               what=_what(div))
+            return TraceResult(False, f"scenario {name}: your trace leaves the reference at event "
+                                      f"#{div.index} ({div.event})", report=div.report(),
+                               svg=_svg(expected, got, div, out_dir, name, lab.view), output=child.output,
+                               scenario=name, what=_what(div))
     n = len(scenarios)
     return TraceResult(True, f"your traces equal the reference traces ({n} scenario{'s' * (n > 1)}: "
                              f"{', '.join(scenarios)})")
@@ -102,14 +104,14 @@ def _what(div) -> str:
     return " ".join([div.event, *div.fields])
 
 
-def _svg(expected, got, div, out_dir: Path, scenario: str) -> Path | None:
+def _svg(expected, got, div, out_dir: Path, scenario: str, view: str = "") -> Path | None:
     from minisgl.labs.side_by_side import write_side_by_side
 
     fields = f" ({', '.join(div.fields)})" if div.fields else ""
     if div.round is not None:
         return write_side_by_side(expected, got, div.event, div.round,
                                   f"{scenario}, first divergence: round {div.round}, {div.event}{fields}",
-                                  out_dir / f"divergence-{scenario}-round-{div.round}.svg")
+                                  out_dir / f"divergence-{scenario}-round-{div.round}.svg", view=view)
     if div.rid is not None:  # an HTTP or TokenizerManager event: the request's lifecycle, expected beside got
         return write_side_by_side(expected, got, div.event, None,
                                   f"{scenario}, first divergence: request {div.rid}, {div.event}{fields}",

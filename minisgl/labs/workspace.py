@@ -82,7 +82,7 @@ class Workspace:
         os.replace(tmp, self.root / STATE)
 
     def next_hint(self, lab: Lab) -> tuple[int, str, bool] | None:
-        """(number, text, follows_grade) of the next hint, counting it as shown; None when every hint was shown.
+        """(number, text, follows_grade) of the next hint, counting it as shown; None once all were shown.
 
         After a grade that failed, the hint chosen is the unseen one that names most of what diverged (the
         call, event or field: `follows_grade` is then True); otherwise the hints come in order."""
@@ -105,9 +105,10 @@ COMMON = {"c", "n", "self", "the", "a", "of", "to", "and", "in", "is", "expected
 
 
 def pick_hint(hints: tuple[str, ...], unseen: list[int], divergence: str) -> tuple[int, bool]:
-    """The unseen hint sharing most identifiers with the divergence (ties: the earliest), and whether any did."""
+    """The unseen hint sharing most identifiers with the divergence (ties: the earliest); whether any did."""
     words = {w for w in WORD.findall(divergence) if w.lower() not in COMMON and len(w) > 2}
-    words |= {w.split(".")[-1] for w in re.findall(r"[a-z_]+\.[a-z_]+", divergence)}  # sched.admission -> admission
+    # an event's name counts by its last part too: sched.admission -> admission
+    words |= {w.split(".")[-1] for w in re.findall(r"[a-z_]+\.[a-z_]+", divergence)}
     scores = [(len(words & set(WORD.findall(hints[i]))), -i) for i in unseen]
     top, neg_i = max(scores)
     return -neg_i, top > 0

@@ -82,7 +82,8 @@ class BasePrefixCache(ABC):
 
     @abstractmethod
     def tree_nodes(self) -> list[dict]:
-        """Every node as a flat record (the `cache.tree` trace event): id, parent, key, value, lock_ref."""
+        """Every node as a flat record (the `cache.tree` trace event): id, parent, key, value, lock_ref, and
+        for a cache that evicts by recency its LRU stamp, last_access_time."""
 
     @abstractmethod
     def snapshot(self) -> dict:

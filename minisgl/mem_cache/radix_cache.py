@@ -239,10 +239,11 @@ class RadixCache(BasePrefixCache):
         }
 
     def tree_nodes(self) -> list[dict]:
-        """Every node as a flat record (the `cache.tree` trace event): id, parent, key, value, lock_ref."""
+        """Every node as a flat record (the `cache.tree` trace event): id, parent, key, value, lock_ref and
+        last_access_time (the LRU stamp that decides the order of eviction)."""
         return [
             {"id": n.id, "parent": None if n.parent is None else n.parent.id, "key": list(n.key),
-             "value": n.value.tolist(), "lock_ref": n.lock_ref}
+             "value": n.value.tolist(), "lock_ref": n.lock_ref, "last_access_time": n.last_access_time}
             for n in self._iter_nodes()
         ]
 

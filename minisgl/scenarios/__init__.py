@@ -38,6 +38,7 @@ NAMES = (
 # the labs' grading scenarios: each drives one component to its boundaries (an exact fit, a tie, an order)
 # that the course's worked examples never reach; `minisgl lab grade` runs them after the lesson's scenario
 GRADING = (
+    "radix_boundaries",
 )
 
 

@@ -55,16 +55,24 @@ def test_one_broken_line_shows_the_first_divergent_event_and_the_round_side_by_s
               cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     text = out.stdout
-    assert "unit tests: 7 of 8 passed" in text
-    assert "trace: FAIL" in text and "first divergence: event #" in text
-    assert "kv.free" in text and "expected" in text and "got" in text
+    verdict = text.split("score: ")[1].splitlines()  # the verdict comes first, one line per part
+    assert verdict[0] == "35/100"  # 7 of 8 unit tests: 35 of 40; the differential check and the trace: 0
+    assert "7 of 8 passed" in verdict[1] and verdict[1].lstrip().startswith("unit tests")
+    assert verdict[2].lstrip().startswith("differential") and "FAIL" in verdict[2]
+    assert verdict[3].lstrip().startswith("trace") and "FAIL" in verdict[3]
+    # the differential check's shortest example, the engine's answers as comments, then the trace's event
+    assert "the shortest sequence that shows it" in text and "# engine:" in text and "<- yours:" in text
+    assert "first divergence: event #" in text and "kv.free" in text
+    assert text.index("score: ") < text.index("unit tests' output: ") < text.index("next: `minisgl lab hint")
+    hint = lab("hint", "radix_tree", cwd=tmp_path).stdout
+    assert "fits what your last grade saw diverge" in hint and "evict" in hint
     svg = Path(text.split("drawn expected | got: ")[1].split()[0])
     root = ET.parse(svg).getroot()
     titles = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")]
     assert any(t.startswith("expected") for t in titles) and any(t.startswith("got") for t in titles)
     assert 'fill="#d00000"' in svg.read_text()  # the differing labels are marked
     results = json.loads((tmp_path / "results.json").read_text())
-    assert set(results) == {"score", "tests"} and len(results["tests"]) == 2
+    assert set(results) == {"score", "tests"} and len(results["tests"]) == 3
     assert all({"name", "score", "max_score", "output"} <= set(t) for t in results["tests"])
     assert results["score"] == sum(t["score"] for t in results["tests"]) < 100
     # the engine's own component scores full marks through the same command

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from minisgl.cli import main
-from minisgl.scenarios import NAMES, get
-from tests.scenarios.conftest import OFFLINE, SERVED, SERVED_GOLDEN
+from minisgl.scenarios import GRADING, NAMES, get
+from tests.scenarios.conftest import GRADING_OFFLINE, OFFLINE, SERVED, SERVED_GOLDEN
 from tracer.check import check_trace
 from tracer.normalize import served_summary_text, summary_text
 from tracer.reader import Trace
@@ -33,7 +33,7 @@ def test_there_are_at_least_twelve_each_named_after_its_concept(capsys):
         assert "max_total_tokens" in sc.flags  # a pool sized by free memory would differ between machines
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + GRADING)
 def test_the_trace_checks_and_says_where_to_look(scenario_runs, name):
     ran = scenario_runs(name)
     assert check_trace(ran.trace) == []
@@ -43,7 +43,7 @@ def test_the_trace_checks_and_says_where_to_look(scenario_runs, name):
     assert look.round is None or look.round in ran.trace.rounds()
 
 
-@pytest.mark.parametrize("name", OFFLINE + SERVED_GOLDEN)
+@pytest.mark.parametrize("name", OFFLINE + GRADING_OFFLINE + SERVED_GOLDEN)
 def test_the_normalized_trace_equals_its_golden_summary(scenario_runs, name):
     trace = scenario_runs(name).trace
     # served: the TokenizerManager, the controller and the detokenizer interleave concurrent requests as the

@@ -65,6 +65,7 @@ def radix_picture(trace: Trace, state: RoundState, rid: str | None, prefix: str 
         title += f"; red: the path of request {short_rid(rid)}"
     pic = RadixPicture(state.round, prefix, title)
     tokens = request_tokens(trace, state, rid) if rid is not None else []
+    stamps = {n["id"]: n.get("last_access_time") for n in nodes}
 
     def walk(n: dict[str, Any], parent: str | None, pos: int, on_path: bool) -> None:
         node_id = f"{prefix}n{n['id']}"
@@ -72,6 +73,8 @@ def radix_picture(trace: Trace, state: RoundState, rid: str | None, prefix: str 
             lines = ["root", f"lock_ref {n['lock_ref']}"]
         else:
             lines = [f"node {n['id']}", f"lock_ref {n['lock_ref']}", f"slots {ranges(n['value'])}"]
+        if stamps.get(n["id"]) is not None:  # the LRU stamp: eviction takes the smallest first
+            lines.append(f"last used at tick {stamps[n['id']]}")
         pic.nodes.append(RadixNode(node_id, n["id"], n["lock_ref"], list(n["value"]), lines, on_path))
         if parent is not None:
             text = joined_text(n["key"], texts)

@@ -7,6 +7,8 @@ LAB = Lab(
     file="radix_cache.py",
     lesson="radix-cache",
     scenario="radix_cache",
+    boundaries=("radix_boundaries",),
+    view="radix",
     order=5,
     sglang="python/sglang/srt/mem_cache/radix_cache.py: RadixCache.match_prefix, insert, _split_node, "
            "inc_lock_ref, dec_lock_ref, evict",
