@@ -5,6 +5,7 @@ the differential check or the trace, not only through a unit test (tests/labs/te
 
 from __future__ import annotations
 
+import ast
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +25,46 @@ def home_source(component) -> str:
     return (ROOT / component.home).read_text(encoding="utf-8")
 
 
+def learner_functions(lab) -> list[str]:
+    """The functions the learner writes: those the starter leaves as `raise NotImplementedError("TODO...")`
+    (Class.method for a method)."""
+    tree = ast.parse(lab.starter.read_text(encoding="utf-8"))
+    out: list[str] = []
+
+    def visit(body, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(isinstance(n, ast.Raise) and "TODO" in ast.unparse(n) for n in ast.walk(node)):
+                    out.append(prefix + node.name)
+
+    visit(tree.body, "")
+    return out
+
+
+def _lab_of(component):
+    from minisgl.labs.catalog import all_labs
+
+    return next(lab for lab in all_labs() if lab.component == component.id)
+
+
 def as_learner_file(component, source: str) -> str:
     """The engine's file (changed or not) in the shape of a learner's file: it defines every name the
-    component needs (a method is taken off its class)."""
+    component needs (a method is taken off its class), and every other name is the engine's own, as in a
+    learner's file that imports the engine's types (a class the file defines again would be a second class:
+    the engine's `is` and `==` on an enum value would fail on it)."""
+    module = component.home[: -len(".py")].replace("/", ".")
+    slots = [slot.name for slot in component.slots]
+    keep = sorted({*slots, *(f.split(".")[0] for f in learner_functions(_lab_of(component)))})
     tail = [f"{slot.name} = {slot.owner.partition(':')[2]}.{slot.name}"
             for slot in component.slots if ":" in slot.owner]
-    return source + ("\n\n# the names the lab swaps in\n" + "\n".join(tail) + "\n" if tail else "")
+    tail += ["import importlib as _importlib",
+             f"for _name, _value in vars(_importlib.import_module({module!r})).items():",
+             f"    if not _name.startswith('__') and _name not in {tuple(keep)!r}:",
+             "        globals()[_name] = _value"]
+    head = "\n\n# the names the lab swaps in; every other name is the engine's own\n"
+    return source + head + "\n".join(tail) + "\n"
 
 
 def apply(component, bug: Bug) -> str:

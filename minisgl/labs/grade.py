@@ -113,7 +113,8 @@ class Grade:
     def divergence(self) -> str:
         """What the first failing check saw, for hints: the call or event and its fields ('' if none did)."""
         if self.differential is not None and not self.differential.ok:
-            return " ".join((self.differential.what or self.differential.summary, *self.differential.example))
+            d = self.differential
+            return " ".join((d.what or d.summary, d.expected, d.got))  # the call, not the set-up before it
         if self.trace is not None and not self.trace.ok:
             return self.trace.what or self.trace.summary
         return " ".join(self.tests.failing())

@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from minisgl.labs.bugs import ROOT, as_learner_file
+from minisgl.labs.bugs import ROOT, as_learner_file, learner_functions
 
 
 @dataclass
@@ -34,25 +34,6 @@ class Mutant:
     after: str
     caught_by: str = ""  # differential, trace, tests, or "" (survived)
     why: str = ""  # what the first failing part said, or why an equivalent mutant cannot matter
-
-
-def learner_functions(lab) -> list[str]:
-    """The functions the learner writes: those the starter leaves as `raise NotImplementedError("TODO...")`
-    (Class.method for a method)."""
-    tree = ast.parse(lab.starter.read_text(encoding="utf-8"))
-    out: list[str] = []
-
-    def visit(body, prefix: str) -> None:
-        for node in body:
-            if isinstance(node, ast.ClassDef):
-                visit(node.body, f"{prefix}{node.name}.")
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                todo = any(isinstance(n, ast.Raise) and "TODO" in ast.unparse(n) for n in ast.walk(node))
-                if todo:
-                    out.append(prefix + node.name)
-
-    visit(tree.body, "")
-    return out
 
 
 def function_lines(source: str, names: list[str]) -> dict[str, range]:
