@@ -43,6 +43,19 @@ def learner_functions(lab) -> list[str]:
     return out
 
 
+def starter_names(lab) -> list[str]:
+    """Every name the starter itself defines at its top level (a function, a class, a constant): a learner's
+    file has its own copy of each; the rest it imports from the engine."""
+    names = []
+    for node in ast.parse(lab.starter.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
 def _lab_of(component):
     from minisgl.labs.catalog import all_labs
 
@@ -51,12 +64,14 @@ def _lab_of(component):
 
 def as_learner_file(component, source: str) -> str:
     """The engine's file (changed or not) in the shape of a learner's file: it defines every name the
-    component needs (a method is taken off its class), and every other name is the engine's own, as in a
-    learner's file that imports the engine's types (a class the file defines again would be a second class:
-    the engine's `is` and `==` on an enum value would fail on it)."""
+    component needs (a method is taken off its class), every name the starter defines and the file's own
+    helper functions; every other name (a class, a constant, an import) is the engine's own, as in a
+    learner's file that imports the engine's types (a class defined here again would be a second class: the
+    engine's `is` and `==` on its enum values would fail)."""
     module = component.home[: -len(".py")].replace("/", ".")
-    slots = [slot.name for slot in component.slots]
-    keep = sorted({*slots, *(f.split(".")[0] for f in learner_functions(_lab_of(component)))})
+    functions = [n.name for n in ast.parse(source).body
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    keep = sorted({*(slot.name for slot in component.slots), *starter_names(_lab_of(component)), *functions})
     tail = [f"{slot.name} = {slot.owner.partition(':')[2]}.{slot.name}"
             for slot in component.slots if ":" in slot.owner]
     tail += ["import importlib as _importlib",

@@ -134,12 +134,8 @@ def reference_names(component_id: str) -> SimpleNamespace:
 
 def check(module: ModuleType, mine: SimpleNamespace, ref: SimpleNamespace,
           max_examples: int = MAX_EXAMPLES) -> DiffResult:
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import HealthCheck, Phase, Verbosity, example, given, settings
 
-    @settings(derandomize=True, database=None, max_examples=max_examples, deadline=None, print_blob=False,
-              report_multiple_bugs=False, suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
-              phases=(Phase.explicit, Phase.generate, Phase.shrink))
-    @given(module.operations())
     def prop(ops):
         log = Log()
         try:
@@ -155,6 +151,13 @@ def check(module: ModuleType, mine: SimpleNamespace, ref: SimpleNamespace,
             m.lines = list(log.lines)
             raise m from None
 
+    # a lab's EXAMPLES (boundaries that generation reaches too rarely) are always tried first
+    for ops in reversed(getattr(module, "EXAMPLES", [])):
+        prop = example(ops)(prop)
+    prop = given(module.operations())(prop)
+    prop = settings(derandomize=True, database=None, max_examples=max_examples, deadline=None,
+                    print_blob=False, report_multiple_bugs=False, suppress_health_check=list(HealthCheck),
+                    verbosity=Verbosity.quiet, phases=(Phase.explicit, Phase.generate, Phase.shrink))(prop)
     try:
         prop()
     except Mismatch as m:

@@ -59,6 +59,12 @@ def operations():
     return st.tuples(setups(False) | setups(True), WAITING)
 
 
+# always tried first: an idle engine whose KV room is exactly one slot (the one cached token it may evict),
+# and a 1-token prompt that fits it exactly
+EXAMPLES = [({"cached": [1], "running": [], "held": 0, "free": 0, "ratio": 1.0, "rows": 10, "chunk": None,
+              "slots": 4, "mixed": False, "has_chunked_req": False}, [(3, 1, "room", 0, "few", 0)])]
+
+
 def tokens(start: int, n: int) -> str:
     return f"list(range({start}, {start + n}))"
 

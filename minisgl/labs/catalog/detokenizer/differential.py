@@ -52,9 +52,16 @@ def operations():
     return REQUEST
 
 
+# always tried first: a stop string found exactly where the held-back tail starts (" These" is complete and
+# also the start of the longer " These are"): it stops at once; and steps that bring no new id (size 0), as
+# the manager's steps for a request that is aborted or refused do
+EXAMPLES = [([1], [1], False, True, [" These", " These are"]), ([0, 1], [2, 0], True, True, ["。"])]
+
+
 def stream_steps(pieces, sizes) -> list[list[int]]:
     ids = [i for p in pieces for i in (text_ids()[p] if p >= 0 else (-1 - p,))]
     steps = []
+    sizes = sizes if any(sizes) else [1]  # a step may bring no id, but the stream must move on
     while ids:
         n = sizes[len(steps) % len(sizes)]
         steps.append(ids[:n])

@@ -28,6 +28,11 @@ def operations():
     return st.lists(OPS, min_size=2, max_size=16)
 
 
+# always tried first: an eviction that empties a locked node of its only child ([2] under the locked [1, 1])
+# and must then pass it over for the next leaf
+EXAMPLES = [[("insert", [1, 1, 2]), ("lock", [1, 1]), ("insert", [2]), ("evict", 2)]]
+
+
 def _slots(xs):
     """A tensor of KV slots as a list; with its dtype when that is not int64 (slots index the pool)."""
     out = [int(x) for x in xs.tolist()]
