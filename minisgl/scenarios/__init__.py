@@ -39,6 +39,10 @@ NAMES = (
 # that the course's worked examples never reach; `minisgl lab grade` runs them after the lesson's scenario
 GRADING = (
     "radix_boundaries",
+    "retract_ties",
+    "batch_merge",
+    "admission_boundaries",
+    "tm_outputs",
 )
 
 

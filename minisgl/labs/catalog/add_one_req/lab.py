@@ -7,6 +7,7 @@ LAB = Lab(
     file="add_one_req.py",
     lesson="admission",
     scenario="admission_budgets",
+    boundaries=("admission_boundaries",),
     order=6,
     sglang="python/sglang/srt/managers/schedule_policy.py: PrefillAdder.add_one_req (and the budgets it "
            "spends: rem_total_tokens, rem_input_tokens, rem_chunk_tokens)",

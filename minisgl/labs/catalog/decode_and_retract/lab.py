@@ -7,6 +7,7 @@ LAB = Lab(
     file="decode_and_retract.py",
     lesson="chunked-retract-mixed",
     scenario="retract",
+    boundaries=("retract_ties",),
     order=9,
     sglang="python/sglang/srt/managers/schedule_batch.py: ScheduleBatch.prepare_for_decode, "
            "ScheduleBatch.retract_decode",

@@ -7,6 +7,7 @@ LAB = Lab(
     file="get_next_batch_to_run.py",
     lesson="scheduler-loop",
     scenario="mixed_round",
+    boundaries=("batch_merge",),
     order=4,
     sglang="python/sglang/srt/managers/scheduler.py: Scheduler.get_next_batch_to_run",
     hints=(

@@ -21,10 +21,12 @@ BUGS = (
     Bug("lock_counts_every_lock", "every inc_lock_ref moves the tokens to protected, not only the first",
         "            if node.lock_ref == 0:\n                self.evictable_size_ -= len(node.key)",
         "            if node.lock_ref >= 0:\n                self.evictable_size_ -= len(node.key)"),
-    Bug("unlock_at_zero", "dec_lock_ref releases the tokens when the count reaches 0, tested before the decrement",
+    Bug("unlock_at_zero",
+        "dec_lock_ref releases the tokens when the count reaches 0, tested before the decrement",
         "            if node.lock_ref == 1:", "            if node.lock_ref == 0:"),
     Bug("lock_stops_early", "inc_lock_ref locks the node but not the path above it",
-        "            node.lock_ref += 1\n            assert node.parent is not None\n            node = node.parent",
+        "            node.lock_ref += 1\n            assert node.parent is not None\n"
+        "            node = node.parent",
         "            node.lock_ref += 1\n            assert node.parent is not None\n            break"),
     Bug("evict_no_parent", "evict never considers a parent that its eviction left childless",
         "                heapq.heappush(leaves, parent)", "                pass"),
@@ -33,8 +35,10 @@ BUGS = (
     Bug("evict_most_recent", "evict drops the most recently used leaf first",
         "            node = heapq.heappop(leaves)", "            node = max(leaves); leaves.remove(node)"),
     Bug("match_whole_child", "a partial match returns the whole child's slots, not the split node's",
-        "                node = self._split_node(child, prefix_len)\n                values.append(node.value)",
-        "                values.append(child.value)\n                node = self._split_node(child, prefix_len)"),
+        "                node = self._split_node(child, prefix_len)\n"
+        "                values.append(node.value)",
+        "                values.append(child.value)\n"
+        "                node = self._split_node(child, prefix_len)"),
     Bug("match_no_root_stamp", "match_prefix stamps the nodes below the root but not the root",
         "        node = self.root_node\n        node.last_access_time = now\n        values",
         "        node = self.root_node\n        values"),
