@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.minisgl-installed
 
 .PHONY: demo test test-setup system-packages bench clean-venv graphviz compiler chromium mermaid lessons \
-        lessons-serve router-env lab-mutants
+        lessons-serve router-env lab-mutants lab-bugs
 
 # --no-compile: pip would compile every installed file to bytecode, one at a time (torch alone: about 27 of
 # its 39 s here). Instead the modules minisgl imports are compiled once, by importing them (WARM_IMPORTS), and
@@ -147,12 +147,18 @@ system-packages:
 
 # How strong each lab's grade is: mutmut's mutation operators applied to the lines a learner writes in the
 # engine's own component, every mutant graded like a learner's file (differential check, traces, unit tests);
-# prints the table on the labs page and records it in the lab's catalog folder. Minutes per lab, so not part of `make test` (which grades a sample of one lab's).
+# prints the table on the labs page and records it in the lab's catalog folder. Minutes per lab, so not part
+# of `make test` (which grades a sample of one lab's mutants).
 # LABS="radix_tree add_one_req" runs some; EVERY=N grades every Nth mutant only.
 LABS  ?=
 EVERY ?= 1
 lab-mutants: $(STAMP)
 	$(PY) -m minisgl.labs.mutants $(LABS) --every $(EVERY) --record --json build/lab-mutants.json
+
+# Every bug of each lab's catalog graded as a learner's file, each part of the grade run (`make test` runs the
+# whole catalog of the labs graded offline, and a sample of the one graded through a server).
+lab-bugs: $(STAMP)
+	$(PY) -m minisgl.labs.bugs $(LABS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_forward.py

@@ -103,3 +103,39 @@ def catalog(lab_name: str) -> tuple[Bug, ...]:
     if not (HERE / lab_name / "bugs.py").exists():
         return ()
     return importlib.import_module(f"minisgl.labs.catalog.{lab_name}.bugs").BUGS
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m minisgl.labs.bugs [LAB ...]` (make lab-bugs): every bug of each catalog graded as a learner's
+    file, each part of the grade run, one line per bug."""
+    import argparse
+    import tempfile
+
+    from minisgl.labs.catalog import all_labs, get
+    from minisgl.labs.components import get as get_component
+    from minisgl.labs.referee import Referee
+
+    p = argparse.ArgumentParser(prog="python -m minisgl.labs.bugs", description=main.__doc__)
+    p.add_argument("labs", nargs="*", help="the labs (default: every lab)")
+    args = p.parse_args(argv)
+    missed = 0
+    for lab in [get(n) for n in args.labs] if args.labs else all_labs():
+        referee, folder = Referee(lab), Path(tempfile.mkdtemp(prefix=f"minisgl-bugs-{lab.name}-"))
+        print(f"== {lab.name}: {len(catalog(lab.name))} bugs")
+        try:
+            for bug in catalog(lab.name):
+                v = referee.judge(write(get_component(lab.component), bug, folder), stop_at_first=False)
+                parts = [f"{part} {'caught' if getattr(v, part) else 'passed'}"
+                         for part in ("differential", "trace", "tests") if getattr(v, part) is not None]
+                missed += not (v.differential or v.trace)
+                print(f"  {bug.name:<32} {', '.join(parts)}  ({bug.what})", flush=True)
+        finally:
+            referee.close()
+    print(f"{missed} bug(s) caught by neither the differential check nor a trace")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -13,7 +13,17 @@ from minisgl.labs.differential import check_file, lab_module
 
 LABS = all_labs()
 WITH_DIFF = [lab for lab in LABS if lab_module(lab.name) is not None]
-CASES = [(lab, bug) for lab in LABS for bug in bugs.catalog(lab.name)]
+
+
+def served(lab) -> bool:
+    from minisgl.scenarios import get
+
+    return any(get(name).server is not None for name in lab.scenarios)
+
+
+# a lab graded through a real server (a server started per scenario and file) is sampled here, two bugs;
+# `make lab-bugs` grades its whole catalog
+CASES = [(lab, bug) for lab in LABS for bug in bugs.catalog(lab.name)[: 2 if served(lab) else None]]
 
 
 def case_id(case) -> str:
