@@ -176,7 +176,12 @@ def recorded(lab) -> Table | None:
     if not path.exists():
         return None
     data = json.loads(path.read_text(encoding="utf-8"))
-    return Table(**{k: data[k] for k in Table.__dataclass_fields__})
+    table = Table(**{k: data[k] for k in Table.__dataclass_fields__})
+    # a survivor since listed as equivalent (with its reason) counts as one, without a new run
+    known = equivalent(lab)
+    listed = sum(1 for s in data.get("survivors", []) if s.split(":")[0] in known)
+    table.equivalent, table.survived = table.equivalent + listed, table.survived - listed
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
