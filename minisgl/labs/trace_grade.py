@@ -34,6 +34,7 @@ def reference_trace(lab: Lab, name: str, reference_dir: Path | None):
     lesson's scenario; else the course's own cache of scenario traces (by engine hash)."""
     from tracer.reader import load_trace
 
+    reference_dir = Path(reference_dir) if reference_dir is not None else None
     if reference_dir is not None and (reference_dir / name).is_dir():
         return load_trace(reference_dir / name)
     if reference_dir is not None and name == lab.scenario:

@@ -8,6 +8,7 @@ LAB = Lab(
     lesson="admission",
     scenario="admission_budgets",
     boundaries=("admission_boundaries",),
+    view="admission",
     order=6,
     sglang="python/sglang/srt/managers/schedule_policy.py: PrefillAdder.add_one_req (and the budgets it "
            "spends: rem_total_tokens, rem_input_tokens, rem_chunk_tokens)",

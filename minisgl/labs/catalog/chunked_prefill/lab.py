@@ -8,6 +8,7 @@ LAB = Lab(
     lesson="chunked-retract-mixed",
     scenario="chunked_prefill",
     boundaries=("admission_boundaries",),
+    view="admission",
     order=9,
     sglang="python/sglang/srt/managers/schedule_policy.py: PrefillAdder.add_chunked_req (the scheduler keeps "
            "the request in Scheduler.chunked_req: python/sglang/srt/managers/scheduler.py, get_new_batch_prefill)",
