@@ -127,9 +127,8 @@ def reference_names(component_id: str) -> SimpleNamespace:
     from minisgl.labs import swap
     from minisgl.labs.components import get
 
-    comp = get(component_id)
-    owners = {(s.owner, s.name): s for s in comp.slots}
-    return SimpleNamespace(**{s.name: swap._originals.get(key, s.reference()) for key, s in owners.items()})
+    slots = get(component_id).slots  # an installed swap keeps what it replaced in swap._originals
+    return SimpleNamespace(**{s.name: swap._originals.get((s.owner, s.name), s.reference()) for s in slots})
 
 
 def check(module: ModuleType, mine: SimpleNamespace, ref: SimpleNamespace,
