@@ -106,8 +106,8 @@ def catalog(lab_name: str) -> tuple[Bug, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m minisgl.labs.bugs [LAB ...]` (make lab-bugs): every bug of each catalog graded as a learner's
-    file, each part of the grade run, one line per bug."""
+    """`python -m minisgl.labs.bugs [LAB ...]` (make lab-bugs): every bug of each catalog graded as a
+    learner's file, each part of the grade run, one line per bug."""
     import argparse
     import tempfile
 

@@ -28,9 +28,10 @@ def run_lab_tests(lab, learner: Path, tmp_path: Path) -> tuple[int, int]:
         else:
             os.environ[swap.ENV] = old
         swap.restore()
-        # Only the lab's test module and the learner's file are dropped, to be fresh next time. An engine module
-        # the nested run imported first stays: dropped, it would be imported again as a second copy while the
-        # modules that already hold the first (a kernel registry, zmq's exception classes) keep theirs.
+        # Only the lab's test module and the learner's file are dropped, to be fresh next time. An engine
+        # module the nested run imported first stays: dropped, it would be imported again as a second copy
+        # while the modules that already hold the first (a kernel registry, zmq's exception classes) keep
+        # theirs.
         for name in set(sys.modules) - before:
             if name.startswith("minisgl_lab_") or name.rsplit(".", 1)[-1] in ("test_lab", "conftest"):
                 del sys.modules[name]
