@@ -12,10 +12,10 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "lab", help="labs: write one engine component and grade it by its trace",
-        description="Labs: each swaps one component of the engine for your own file (MINISGL_LAB=COMPONENT=FILE) "
-                    "and grades it: its unit tests, a differential check against the engine's own component where "
-                    "the interface is pure, and the lab's scenarios run on the real engine, whose traces must "
-                    "equal the reference traces event by event.",
+        description="Labs: each swaps one component of the engine for your own file "
+                    "(MINISGL_LAB=COMPONENT=FILE) and grades it: its unit tests, a differential check "
+                    "against the engine's own component where the interface is pure, and the lab's scenarios "
+                    "run on the real engine, whose traces must equal the reference traces event by event.",
     )
     p.add_argument("--dir", default=None, metavar="DIR",
                    help="the workspace (default ./minisgl-labs, or $MINISGL_LABS_DIR)")
@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      description="Grade a lab: its unit tests; for a component with a pure interface, a "
                                  "differential check (your component and the engine's on the same generated "
                                  "calls, the shortest failing sequence printed); then the lab's scenarios on "
-                                 "the real engine with your file swapped in. Prints the score first, then the "
-                                 "first difference found and an SVG of it, expected beside got.")
+                                 "the real engine with your file swapped in. Prints the score first, then "
+                                 "the first difference found and an SVG of it, expected beside got.")
     g.add_argument("name", nargs="?", help="the lab (omit with --all)")
     g.add_argument("--all", action="store_true", help="grade every started lab")
     g.add_argument("--json", nargs="?", const="results.json", default=None, metavar="FILE",
@@ -182,8 +182,8 @@ def _grade(args) -> int:
 
 
 def _print_grade(g, out: Path) -> None:
-    """The verdict first (score, each part in one line, then what the first failing check saw); the unit tests'
-    own output goes to a file, so it never pushes the verdict off the screen."""
+    """The verdict first (score, each part in one line, then what the first failing check saw); the unit
+    tests' own output goes to a file, so it never pushes the verdict off the screen."""
     from minisgl.labs.grade import points
 
     pts, parts, lab = points(g.lab), g.parts(), g.lab
