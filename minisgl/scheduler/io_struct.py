@@ -1,6 +1,7 @@
 """Messages between the processes. Plain dataclasses: each is one handoff a trace can show.
 
-tokenizer manager -> scheduler:   TokenizedGenerateReqInput, AbortReq, FlushCacheReq, GetLoadReq
+tokenizer manager -> scheduler:   TokenizedGenerateReqInput, AbortReq, FlushCacheReq, GetLoadReq,
+                                  PauseGenerationReqInput, ContinueGenerationReqInput
 scheduler -> detokenizer:         BatchTokenIDOutput, and the replies FlushCacheReqOutput, GetLoadReqOutput
 detokenizer -> tokenizer manager: BatchStrOutput, and the replies passed on unchanged
 scheduler ranks -> DataParallelController (--dp-size > 1): GetLoadReqOutput, whenever a rank's load changed
@@ -44,6 +45,19 @@ class FlushCacheReqOutput:
 
     success: bool
     dp_rank: int = 0  # which scheduler answered (with --dp-size > 1 every rank does)
+
+
+@dataclass
+class PauseGenerationReqInput:
+    """POST /pause_generation: no batch runs until ContinueGenerationReqInput; messages are still handled.
+    mode "abort" (SGLang's default) first aborts every request; "in_place" leaves each where it is."""
+
+    mode: str = "abort"
+
+
+@dataclass
+class ContinueGenerationReqInput:
+    """POST /continue_generation: batches run again."""
 
 
 @dataclass

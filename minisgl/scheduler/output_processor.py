@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from minisgl.disaggregation.utils import DisaggregationMode
-from minisgl.scheduler.io_struct import BatchTokenIDOutput
+from minisgl.sampling.sampling_params import SamplingParams
+from minisgl.scheduler.finish_reason import FINISH_ABORT
+from minisgl.scheduler.io_struct import BatchTokenIDOutput, TokenizedGenerateReqInput
+from minisgl.scheduler.req import Req
 
 if TYPE_CHECKING:
-    from minisgl.scheduler.req import Req
     from minisgl.scheduler.schedule_batch import ScheduleBatch
     from minisgl.scheduler.tp_worker import GenerationBatchResult
 
@@ -58,6 +60,13 @@ class SchedulerOutputProcessorMixin:
             req.output_top_logprobs_idx.append(result.top_logprobs_idx[i])
         req.check_finished(self.tokenizer)
         self.trace_collector.output_appended(req)
+
+    def _refuse(self, recv_req: TokenizedGenerateReqInput, message: str) -> None:
+        """A request the scheduler will not run: its only output, finished as abort with HTTP status 400."""
+        req = Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(), self.eos_token_ids)
+        req.finished_reason = FINISH_ABORT(message, status_code=400)
+        self.trace_collector.req_refused(req, message)
+        self.stream_output([req])
 
     def stream_output(self, reqs: list[Req]) -> None:
         """Send new tokens: on finish, and for streaming requests every --stream-interval tokens."""

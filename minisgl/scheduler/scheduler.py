@@ -28,13 +28,8 @@ from minisgl.mem_cache.radix_cache import RadixCache
 from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.sampling.sampling_params import SamplingParams
 from minisgl.scheduler.finish_reason import FINISH_ABORT
-from minisgl.scheduler.io_struct import (
-    AbortReq,
-    FlushCacheReq,
-    FlushCacheReqOutput,
-    GetLoadReq,
-    TokenizedGenerateReqInput,
-)
+from minisgl.scheduler.io_struct import (AbortReq, ContinueGenerationReqInput, FlushCacheReq, FlushCacheReqOutput,
+                                         GetLoadReq, PauseGenerationReqInput, TokenizedGenerateReqInput)
 from minisgl.scheduler.output_processor import SchedulerOutputProcessorMixin
 from minisgl.scheduler.req import Req
 from minisgl.scheduler.schedule_batch import ScheduleBatch
@@ -86,6 +81,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.forward_ct = 0  # rounds that ran a batch
         self.num_retracted = 0
+        self.engine_paused = False  # /pause_generation: messages are handled, no batch runs
         self.init_overlap()  # result_queue, and the forward thread when --enable-overlap-schedule
         self.init_disaggregation()  # the bootstrap and transfer queues of --disaggregation-mode prefill|decode
 
@@ -96,7 +92,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
 
     def run_one_round(self, block: bool = False) -> ScheduleBatch | None:
         self.trace_collector.round_begin()
-        recv_reqs = self.recv_requests(block=block and self.is_idle())
+        recv_reqs = self.recv_requests(block=block and self.nothing_to_run())
         self.process_input_requests(recv_reqs)
         self.process_disagg_queues()
         batch = self.get_next_batch_to_run()
@@ -118,6 +114,9 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         return (not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None and not pending
                 and not self.result_queue and not self.disagg_busy())
 
+    def nothing_to_run(self) -> bool:  # idle, or paused with no result left: wait for a message
+        return self.is_idle() or (self.engine_paused and not self.result_queue)
+
     def recv_requests(self, block: bool = False) -> list:
         return self.recv_from_tokenizer.recv_all(block)
 
@@ -131,6 +130,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
                 self.send_to_detokenizer.send(FlushCacheReqOutput(self.flush_cache(), self.dp_rank))
             elif isinstance(recv_req, GetLoadReq):
                 self.send_to_detokenizer.send(self.get_load())
+            elif isinstance(recv_req, (PauseGenerationReqInput, ContinueGenerationReqInput)):
+                self.pause_generation(recv_req)
             else:
                 raise TypeError(f"scheduler got an unknown message: {type(recv_req).__name__}")
 
@@ -175,12 +176,6 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         else:
             self.waiting_queue.append(req)
 
-    def _refuse(self, recv_req: TokenizedGenerateReqInput, message: str) -> None:
-        req = Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(), self.eos_token_ids)
-        req.finished_reason = FINISH_ABORT(message, status_code=400)
-        self.trace_collector.req_refused(req, message)
-        self.stream_output([req])
-
     def abort_request(self, recv_req: AbortReq) -> None:
         req = self.rid_to_req.get(recv_req.rid)
         if req is None:
@@ -195,6 +190,13 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
             self.stream_output([req])
         else:  # running or mid-prefill: it finishes when its next token is processed
             req.to_abort = True
+
+    def pause_generation(self, recv_req: PauseGenerationReqInput | ContinueGenerationReqInput) -> None:
+        """No batch runs from /pause_generation to /continue_generation; mode "abort" aborts every request."""
+        if isinstance(recv_req, PauseGenerationReqInput) and recv_req.mode == "abort":
+            for rid in list(self.rid_to_req):
+                self.abort_request(AbortReq(rid))
+        self.engine_paused = isinstance(recv_req, PauseGenerationReqInput)
 
     def flush_cache(self) -> bool:
         if not self.is_idle():
@@ -212,6 +214,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
             dropped += self.running_batch.filter_batch()
             self.running_batch.merge_batch(self.last_batch)
             self.trace_collector.batch_merged(dropped)
+        if self.engine_paused:
+            return None
         batch = self.get_new_batch_prefill()
         if batch is None and not self.running_batch.is_empty():
             self.running_batch = self.update_running_batch(self.running_batch)

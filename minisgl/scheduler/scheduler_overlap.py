@@ -43,7 +43,7 @@ class SchedulerOverlapMixin:
 
     def run_one_round_overlap(self, block: bool = False) -> ScheduleBatch | None:
         self.trace_collector.round_begin()
-        recv_reqs = self.recv_requests(block=block and self.is_idle())
+        recv_reqs = self.recv_requests(block=block and self.nothing_to_run())
         self.process_input_requests(recv_reqs)
         self.cache_last_chunk()
         batch = self.get_next_batch_to_run()

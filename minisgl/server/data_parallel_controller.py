@@ -6,6 +6,7 @@ tokens to the one detokenizer, as a single scheduler does).
                                  --load-balance-method's pick (round_robin_scheduler, shortest_queue_scheduler)
     AbortReq                  -> every rank (a rank that does not hold the rid ignores it)
     FlushCacheReq, GetLoadReq -> every rank; the TokenizerManager combines the N replies
+    PauseGenerationReqInput, ContinueGenerationReqInput -> every rank
 
 Loads: each rank sends a GetLoadReqOutput whenever its running + waiting count changed (SGLang's ranks send
 WatchLoadUpdateReq). Between two reports the controller adds the requests it sent to that rank itself, so a
@@ -22,9 +23,11 @@ import zmq
 
 from minisgl.scheduler.io_struct import (
     AbortReq,
+    ContinueGenerationReqInput,
     FlushCacheReq,
     GetLoadReq,
     GetLoadReqOutput,
+    PauseGenerationReqInput,
     TokenizedGenerateReqInput,
 )
 from minisgl.server import dp_trace
@@ -66,7 +69,8 @@ class DataParallelController:
     def process_input_request(self, recv_req) -> None:
         if isinstance(recv_req, TokenizedGenerateReqInput):
             self.dispatching_with_trace(recv_req)
-        elif isinstance(recv_req, (AbortReq, FlushCacheReq, GetLoadReq)):
+        elif isinstance(recv_req, (AbortReq, FlushCacheReq, GetLoadReq, PauseGenerationReqInput,
+                                   ContinueGenerationReqInput)):
             self.send_to_all_workers(recv_req)
         else:
             logger.error("the data parallel controller got an unknown message: %s", type(recv_req).__name__)

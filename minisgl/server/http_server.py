@@ -21,7 +21,7 @@ from minisgl import __version__
 from minisgl.server.errors import RequestError, model_not_found, server_shutting_down, server_unavailable
 from minisgl.server.http_guards import install_guards, require_json, require_json_if_body
 from minisgl.server.http_server_args import DEFAULT_MAX_REQUEST_BODY_BYTES
-from minisgl.server.protocol import AbortReqInput, FlushCacheReqInput, ModelCard, ModelList
+from minisgl.server.protocol import AbortReqInput, FlushCacheReqInput, ModelCard, ModelList, PauseGenerationInput
 from minisgl.server.router_endpoints import WorkerInfo, add_router_routes
 from minisgl.server.serving_base import read_request
 from minisgl.server.serving_chat import OpenAIServingChat
@@ -114,6 +114,19 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
         if not await tokenizer_manager.flush_cache():
             raise RequestError("the cache can only be flushed when no request is queued or running")
         return JSONResponse({"success": True, "message": "cache flushed"})
+
+    @app.post("/pause_generation", dependencies=[*auth, Depends(require_json_if_body)])
+    async def pause_generation(raw_request: Request) -> JSONResponse:
+        obj = PauseGenerationInput()
+        if await raw_request.body():  # no body: mode "abort", SGLang's default
+            obj = await read_request(raw_request, PauseGenerationInput, tokenizer_manager)
+        tokenizer_manager.pause_generation(obj.mode)
+        return JSONResponse({"success": True, "message": f"generation paused (mode {obj.mode})"})
+
+    @app.post("/continue_generation", dependencies=[*auth, Depends(require_json_if_body)])
+    async def continue_generation() -> JSONResponse:
+        tokenizer_manager.continue_generation()
+        return JSONResponse({"success": True, "message": "generation continued"})
 
     @app.post("/abort_request", dependencies=json_body)
     async def abort_request(raw_request: Request) -> JSONResponse:

@@ -162,6 +162,14 @@ class FlushCacheReqInput(RequestModel):
     """POST /flush_cache takes no arguments: an empty body, or an empty JSON object."""
 
 
+class PauseGenerationInput(RequestModel):
+    """POST /pause_generation (SGLang's): no batch runs until POST /continue_generation. mode "abort" (the
+    default) aborts every request first; "in_place" leaves each where it is, and new requests queue up.
+    (SGLang's TokenizerManager also holds new requests back; here they wait in the scheduler's queue.)"""
+
+    mode: Literal["abort", "in_place"] = "abort"
+
+
 class PromptTokensDetails(BaseModel):
     cached_tokens: int = 0
 

@@ -26,10 +26,12 @@ from starlette.requests import Request
 from minisgl.scheduler.io_struct import (
     AbortReq,
     BatchStrOutput,
+    ContinueGenerationReqInput,
     FlushCacheReq,
     FlushCacheReqOutput,
     GetLoadReq,
     GetLoadReqOutput,
+    PauseGenerationReqInput,
 )
 from minisgl.server import tm_trace
 from minisgl.server.errors import RequestError, client_disconnected, server_shutting_down, server_unavailable
@@ -197,6 +199,15 @@ class TokenizerManager(TokenizerManagerCore):
 
     async def flush_cache(self, timeout: float = 10.0) -> bool:
         return combine_replies(await self._ask_scheduler(FlushCacheReq(), FlushCacheReqOutput, timeout)).success
+
+    def pause_generation(self, mode: str) -> None:
+        """Sent in order with the requests (one socket), so a request sent after it finds the pause."""
+        self._check_alive()
+        self.send_to_scheduler.send(PauseGenerationReqInput(mode))
+
+    def continue_generation(self) -> None:
+        self._check_alive()
+        self.send_to_scheduler.send(ContinueGenerationReqInput())
 
     async def _ask_scheduler(self, req: Any, reply_type: type, timeout: float) -> Any:
         """Send a control message and await its replies, one per data-parallel rank, by rank; replies of one
