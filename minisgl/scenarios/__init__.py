@@ -43,6 +43,7 @@ GRADING = (
     "batch_merge",
     "admission_boundaries",
     "tm_outputs",
+    "tm_disconnect",
 )
 
 

@@ -43,5 +43,8 @@ def result_line(rid: str, result: dict[str, Any]) -> str:
         return f"{rid}: refused: {result['error']}"
     if "sse_messages" in result:  # a server scenario's client: what it read off the stream
         return f"{rid}: {result['sse_messages']} SSE message(s) read: {result['text']!r}"
-    reason = (result.get("finish_reason") or {}).get("type")
+    if "left" in result:  # a client that went away without an answer
+        return f"{rid}: the client left: {result['left']}"
+    meta = result.get("meta_info") or result  # /generate's answer carries it in meta_info
+    reason = (meta.get("finish_reason") or {}).get("type")
     return f"{rid}: {len(result['output_ids'])} token(s), finished by {reason}: {result['text']!r}"
