@@ -49,10 +49,10 @@ class FlushCacheReqOutput:
 
 @dataclass
 class PauseGenerationReqInput:
-    """POST /pause_generation: no batch runs until ContinueGenerationReqInput; messages are still handled.
-    mode "abort" (SGLang's default) first aborts every request; "in_place" leaves each where it is."""
+    """POST /pause_generation: no batch runs until ContinueGenerationReqInput; messages are still handled,
+    and every request stays where it is (SGLang's mode "in_place", the one minisgl has)."""
 
-    mode: str = "abort"
+    mode: str = "in_place"
 
 
 @dataclass

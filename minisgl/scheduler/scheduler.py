@@ -192,10 +192,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
             req.to_abort = True
 
     def pause_generation(self, recv_req: PauseGenerationReqInput | ContinueGenerationReqInput) -> None:
-        """No batch runs from /pause_generation to /continue_generation; mode "abort" aborts every request."""
-        if isinstance(recv_req, PauseGenerationReqInput) and recv_req.mode == "abort":
-            for rid in list(self.rid_to_req):
-                self.abort_request(AbortReq(rid))
+        """No batch runs from /pause_generation (mode "in_place") to /continue_generation."""
         self.engine_paused = isinstance(recv_req, PauseGenerationReqInput)
 
     def flush_cache(self) -> bool:

@@ -115,11 +115,9 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
             raise RequestError("the cache can only be flushed when no request is queued or running")
         return JSONResponse({"success": True, "message": "cache flushed"})
 
-    @app.post("/pause_generation", dependencies=[*auth, Depends(require_json_if_body)])
+    @app.post("/pause_generation", dependencies=json_body)
     async def pause_generation(raw_request: Request) -> JSONResponse:
-        obj = PauseGenerationInput()
-        if await raw_request.body():  # no body: mode "abort", SGLang's default
-            obj = await read_request(raw_request, PauseGenerationInput, tokenizer_manager)
+        obj = await read_request(raw_request, PauseGenerationInput, tokenizer_manager)  # mode "in_place"
         tokenizer_manager.pause_generation(obj.mode)
         return JSONResponse({"success": True, "message": f"generation paused (mode {obj.mode})"})
 

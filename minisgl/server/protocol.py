@@ -163,11 +163,19 @@ class FlushCacheReqInput(RequestModel):
 
 
 class PauseGenerationInput(RequestModel):
-    """POST /pause_generation (SGLang's): no batch runs until POST /continue_generation. mode "abort" (the
-    default) aborts every request first; "in_place" leaves each where it is, and new requests queue up.
-    (SGLang's TokenizerManager also holds new requests back; here they wait in the scheduler's queue.)"""
+    """POST /pause_generation (SGLang's): no batch runs until POST /continue_generation. minisgl has SGLang's
+    mode "in_place" (each request stays where it is; new ones wait in the scheduler's queue, where SGLang's
+    TokenizerManager holds them back); SGLang's default "abort" and "retract" are refused with a 400."""
 
-    mode: Literal["abort", "in_place"] = "abort"
+    mode: str = Field("abort", validate_default=True)
+
+    @field_validator("mode")
+    @classmethod
+    def _in_place_only(cls, value: str) -> str:
+        if value != "in_place":
+            raise ValueError(f'mode {value!r} is not supported: minisgl pauses with mode "in_place" only '
+                             '(abort requests first with /abort_request if they must end)')
+        return value
 
 
 class PromptTokensDetails(BaseModel):
