@@ -55,16 +55,18 @@ def drive(url: str) -> dict:
     post("/pause_generation", {"mode": "in_place"})
     kept: dict = {}
     keeper = threading.Thread(target=lambda: kept.update(
-        httpx.post(f"{url}/generate", json=_body("KEPT"), timeout=300).json()))
-    keeper.start()
-    _waiting_until(url, lambda n: n == 1, "KEPT is not in the scheduler's queue")
-    where = urlsplit(url)
-    gone = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
-    gone.request("POST", "/generate", json.dumps(_body("GONE")), {"Content-Type": "application/json"})
-    _waiting_until(url, lambda n: n == 2, "GONE is not in the scheduler's queue")
-    gone.close()  # the client leaves without reading an answer
-    _waiting_until(url, lambda n: n < 2, "the server has not noticed that GONE's client left")
-    post("/continue_generation")
+        httpx.post(f"{url}/generate", json=_body("KEPT"), timeout=300).json()), daemon=True)
+    try:
+        keeper.start()
+        _waiting_until(url, lambda n: n == 1, "KEPT is not in the scheduler's queue")
+        where = urlsplit(url)
+        gone = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
+        gone.request("POST", "/generate", json.dumps(_body("GONE")), {"Content-Type": "application/json"})
+        _waiting_until(url, lambda n: n == 2, "GONE is not in the scheduler's queue")
+        gone.close()  # the client leaves without reading an answer
+        _waiting_until(url, lambda n: n < 2, "the server has not noticed that GONE's client left")
+    finally:  # a server that never noticed must still run KEPT: the scenario fails, it does not hang
+        post("/continue_generation")
     keeper.join(timeout=300)
     wait_idle(url)
     return {"KEPT": kept, "GONE": {"rid": "GONE", "left": "its connection closed, no answer read"}}
