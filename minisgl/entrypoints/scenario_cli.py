@@ -22,7 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = s.add_parser(
         "run",
         help="run one scenario and write its trace",
-        description="Run a scenario on the bundled model (float32, greedy) and write its trace.",
+        description="Run a scenario on the bundled model (float32, greedy) and write its trace. "
+        "--set and --prompt change a number first (a flag, a request's field, a prompt), so a lesson's "
+        "'what if' can be answered by running it: the run prints what each request did, round by round.",
     )
     r.add_argument("name", help="the scenario (see `minisgl scenario list`)")
     r.add_argument(
@@ -33,6 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="DIR",
         help="write the trace to DIR (default: ./minisgl-scenario-NAME-YYYYmmdd-HHMMSS)",
+    )
+    r.add_argument(
+        "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+        help="change a number and run again: an engine flag (chunked_prefill_size=12, max_total_tokens=64, "
+        "schedule_policy=lpm) or one request's field (R2.max_new_tokens=6, R2.after_round=2, "
+        "R1.ignore_eos=false); repeat for several",
+    )
+    r.add_argument(
+        "--prompt", dest="prompts", action="append", default=[], metavar="RID=TEXT",
+        help="give a request another prompt (R2=' red green'); engine scenarios only",
     )
     r.add_argument(
         "--replay", action="store_true", help="open the replay app on the trace when the run is done"
@@ -58,10 +70,18 @@ def run_one(args: argparse.Namespace) -> int:
     from tracer.check import check_trace
     from tracer.reader import load_trace
 
+    from minisgl.scenarios.changes import ChangeError, change, parse_pairs, parse_value
+    from minisgl.scenarios.summary import summary
+
     try:
         sc = get(args.name)
+        sets = {k: parse_value(v) for k, v in parse_pairs(args.sets, "--set").items()}
+        sc = change(sc, sets, parse_pairs(args.prompts, "--prompt"))
     except UnknownScenario as e:
         print(f"minisgl scenario run: error: {e.args[0]}", file=sys.stderr)
+        return 2
+    except ChangeError as e:
+        print(f"minisgl scenario run: error: {e}", file=sys.stderr)
         return 2
     trace_dir = args.trace_dir or f"minisgl-scenario-{sc.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     print(
@@ -84,6 +104,9 @@ def run_one(args: argparse.Namespace) -> int:
     )
     for rid, result in outcome.results.items():
         print("  " + result_line(rid, result))
+    print("\nwhat it did:")
+    for line in summary(trace):
+        print(f"  {line}")
     look = sc.look_at(trace) if sc.look_at else None
     if look is not None:
         print("\nwhat to look at:")

@@ -1,4 +1,4 @@
-"""The seeds' R1/R2 round: two requests, one of them over a cached prefix, prefilled in one EXTEND."""
+"""The classic R1/R2 round: two requests, one of them over a cached prefix, prefilled in one EXTEND."""
 
 from __future__ import annotations
 
