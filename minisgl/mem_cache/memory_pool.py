@@ -74,8 +74,8 @@ class ReqToTokenPool:
 class TokenToKVPool:
     """Per-layer K and V buffers of shape [size + 1, kv_heads, head_dim] and a free-slot allocator.
 
-    Slot 0 is never handed out: padded rows write their K/V there, so they never touch a live slot.
-    Usable slots are 1..size.
+    Slot 0 is never handed out: an unused req_to_token entry (the table starts as zeros) points at it, so
+    a reader past a request's length (a padded gather, masked) touches no live slot. Usable slots: 1..size.
     """
 
     def __init__(

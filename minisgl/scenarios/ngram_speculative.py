@@ -44,7 +44,7 @@ SCENARIO = Scenario(
     teaches="--speculative-algorithm NGRAM: draft tokens from an earlier n-gram match, one TARGET_VERIFY "
     "forward with 1 + K rows per request, the longest greedy-consistent prefix kept, rejected draft slots "
     "freed",
-    lesson="scheduler-loop",
+    lesson="overlap",
     # K drafts from the first round on (--disable-adaptive-draft), so that one forward shows all 1 + K rows
     flags={"max_total_tokens": 256, "chunked_prefill_size": -1, "speculative_algorithm": "NGRAM",
            "speculative_num_draft_tokens": 4, "disable_adaptive_draft": True},

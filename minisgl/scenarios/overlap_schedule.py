@@ -37,7 +37,7 @@ SCENARIO = Scenario(
     title="The overlap scheduler: forward and scheduling side by side",
     teaches="event_loop_overlap: round N's forward beside round N+1's forming, FutureMap placeholders, "
     "results and finishing one round late",
-    lesson="scheduler-loop",
+    lesson="overlap",
     flags={"max_total_tokens": 64, "chunked_prefill_size": -1, "enable_overlap_schedule": True},
     steps=(
         Submit(0, "A", text=" one two three four", max_new_tokens=3, params=DONE),
