@@ -35,7 +35,7 @@ class ChangeError(ValueError):
 
 
 def parse_value(text: str) -> Any:
-    """`12` -> 12, `0.5` -> 0.5, `true` -> True, `none` -> None, `["a"]` -> a list; anything else: the text."""
+    """`12` -> 12, `0.5` -> 0.5, `true` -> True, `none` -> None, `["a"]` -> a list; else the text."""
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"
@@ -79,8 +79,8 @@ def change(scenario: Scenario, sets: dict[str, Any] | None = None,
     except ValueError as e:
         raise ChangeError(str(e)) from None
     told = [f"{k}={v!r}" for k, v in sets.items()] + [f"{r} prompt {t!r}" for r, t in prompts.items()]
-    return dataclasses.replace(scenario, flags=flags, steps=tuple(steps),
-                               title=f"{scenario.title} (changed: {', '.join(told)})" if told else scenario.title)
+    title = f"{scenario.title} (changed: {', '.join(told)})" if told else scenario.title
+    return dataclasses.replace(scenario, flags=flags, steps=tuple(steps), title=title)
 
 
 def _typed(key: str, value: Any) -> Any:
@@ -108,8 +108,8 @@ def _unknown_flag(key: str, fields: set[str]) -> str:
 
 def _change_request(scenario: Scenario, steps: list, rid: str, name: str, value: Any) -> list:
     if scenario.server is not None:
-        raise ChangeError(f"{scenario.name} drives a real server from its client's code: only its engine flags "
-                          f"can be changed, not request {rid}'s {name}")
+        raise ChangeError(f"{scenario.name} drives a real server from its client's code: only its engine "
+                          f"flags can be changed, not request {rid}'s {name}")
     rids = [s.rid for s in steps if isinstance(s, Submit)]
     if rid not in rids:
         raise ChangeError(f"{scenario.name} has no request {rid!r} (its requests: {', '.join(rids)})")
@@ -124,7 +124,7 @@ def _change_request(scenario: Scenario, steps: list, rid: str, name: str, value:
 def _changed_submit(s: Submit, name: str, value: Any) -> Submit:
     if name == "prompt":
         if s.ids is not None:
-            raise ChangeError(f"{s.rid}'s prompt is given as token ids: change it with RID.ids is not supported")
+            raise ChangeError(f"{s.rid}'s prompt is given as token ids, which --prompt cannot change")
         return dataclasses.replace(s, **({"chat": value} if s.chat is not None else {"text": value}))
     if name in REQUEST_FIELDS:
         return dataclasses.replace(s, **{name: value})

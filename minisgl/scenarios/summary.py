@@ -16,7 +16,8 @@ def _span(rounds: list[int]) -> str:
 
 def request_lines(trace) -> list[str]:
     """One line per request: the refused ones, then the others in arrival order."""
-    lines = [f"{ev.rid}: refused in round {ev.round}: {ev.get('message')}" for ev in events(trace, "sched.refused")]
+    lines = [f"{ev.rid}: refused in round {ev.round}: {ev.get('message')}"
+             for ev in events(trace, "sched.refused")]
     for created in events(trace, "sched.req_created"):
         rid = created.rid
         mine = trace.by_rid(rid)
@@ -27,8 +28,8 @@ def request_lines(trace) -> list[str]:
         if clamped:
             parts.append(f"max_new_tokens clamped from {clamped['from']} to {clamped['to']}")
         if taken:
-            ranges = ", ".join(f"[{ev.get('extend_range')[0]}, {ev.get('extend_range')[1]}) in round {ev.round}"
-                               for ev in taken)
+            ranges = ", ".join(f"[{start}, {end}) in round {ev.round}"
+                               for ev in taken for start, end in [ev.get("extend_range")])
             parts.append(f"prefill {ranges}")
             if taken[0].get("prefix_locked"):
                 parts.append(f"{taken[0].get('prefix_locked')} prompt tokens from the radix cache")
@@ -41,7 +42,8 @@ def request_lines(trace) -> list[str]:
         done = first(trace, "sched.finished", lambda ev, rid=rid: ev.rid == rid)
         if done is not None:
             reason = (done.get("finish_reason") or {}).get("type")
-            parts.append(f"finished by {reason} in round {done.round} after {done.get('output_len')} token(s)")
+            parts.append(f"finished by {reason} in round {done.round} "
+                         f"after {done.get('output_len')} token(s)")
         lines.append("; ".join(parts))
     return lines
 

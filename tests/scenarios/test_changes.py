@@ -17,9 +17,11 @@ def test_flags_request_fields_and_prompts_change_and_nothing_else():
     changed = change(base, {"max_total_tokens": 96, "R2.max_new_tokens": 6, "R1.ignore_eos": False},
                      {"R2": " red green"})
     assert changed.flags == {**base.flags, "max_total_tokens": 96}
-    r1, r2 = (next(s for s in changed.steps if isinstance(s, Submit) and s.rid == rid) for rid in ("R1", "R2"))
+    r1, r2 = (next(s for s in changed.steps if isinstance(s, Submit) and s.rid == rid)
+              for rid in ("R1", "R2"))
     assert r2.max_new_tokens == 6 and r2.text == " red green" and r1.params["ignore_eos"] is False
-    assert base.flags["max_total_tokens"] != 96 and "changed:" in changed.title and "changed" not in base.title
+    assert base.flags["max_total_tokens"] != 96
+    assert "changed:" in changed.title and "changed" not in base.title
     assert change(base, {}, {}) == base
 
 
@@ -75,7 +77,8 @@ def test_a_smaller_chunk_cuts_the_prompt_into_more_rounds(base_engine, tmp_path)
         assert request_lines(trace)[0].startswith("L: prompt ")
         return [tuple(r) for r in taken]
 
-    lesson, smaller = prefill({}, tmp_path / "lesson"), prefill({"chunked_prefill_size": 12}, tmp_path / "twelve")
+    lesson = prefill({}, tmp_path / "lesson")
+    smaller = prefill({"chunked_prefill_size": 12}, tmp_path / "twelve")
     assert len(smaller) > len(lesson)
     assert all(end - start <= 12 for start, end in smaller) and smaller[-1][1] == lesson[-1][1]
     assert [start for start, _ in smaller[1:]] == [end for _, end in smaller[:-1]]  # chunk after chunk

@@ -59,7 +59,7 @@ def test_in_place_holds_a_new_request_in_the_queue_until_generation_continues(ht
 
 @pytest.mark.parametrize("body", [{}, {"mode": "abort"}, {"mode": "retract"}])
 def test_a_mode_minisgl_lacks_is_refused_and_nothing_pauses(http, body):
-    """SGLang's default mode "abort" and its "retract" are refused with a 400 that names the mode minisgl has."""
+    """SGLang's default mode "abort" and its "retract" are a 400 that names the mode minisgl has."""
     resp = http.post("/pause_generation", json=body)
     assert resp.status_code == 400
     error = resp.json()["error"]
