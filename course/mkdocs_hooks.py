@@ -8,7 +8,8 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
-from course.build import Course
+from course.build import Course, page_lang
+from course.cjk import space_html
 from course.facts import FactError
 from course.placeholders import PlaceholderError
 from tracer.diagrams import GraphvizMissing
@@ -36,6 +37,27 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         return _get().page(markdown, page.file.src_uri)
     except (PlaceholderError, FactError) as e:
         raise PluginError(f"course: {page.file.src_uri}: {e}") from None
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """A lesson page links the glossary terms it uses; a Chinese page is spaced between Chinese and Latin
+    letters or digits (pangu, course/cjk.py), its table of contents too."""
+    from mkdocs.utils import get_relative_url
+
+    from course.glossary import link_terms
+
+    src, lang = page.file.src_uri, page_lang(page.file.src_uri)
+    if src.startswith("lessons/"):
+        glossary = ("zh/" if lang == "zh" else "") + "glossary/"
+        html = link_terms(html, lang, get_relative_url(glossary, page.url))
+    if lang == "zh":
+        html = space_html(html)
+        items = list(page.toc or [])
+        while items:
+            item = items.pop()
+            item.title = space_html(item.title)
+            items += item.children
+    return html
 
 
 def on_shutdown() -> None:
