@@ -249,3 +249,20 @@ def test_tensor_parallel_every_rank_runs_every_forward(scenario_runs):
         rounds = [ev.round for ev in evs if ev.name == "model.forward" and ev.ph == "B"]
         assert rounds == [1, 2, 3, 4], proc
     assert ran.outcome.results["R1"]["text"] == "The capital of China"
+
+
+def test_overlap_placeholders_resolve_a_round_later_and_finishes_leave_an_extra_row(scenario_runs):
+    """Lesson overlap: round 2 is formed while round 1 runs, so A and B decode from placeholders -1 and -2,
+    which the forward reads as round 1's sampled tokens; round 4 needs one for C only; A and C finish in
+    round 5 on round 4's tokens, and their rows of round 5 (slots 14 and 16) are freed in round 6."""
+    trace = scenario_runs("overlap_schedule").trace
+    formed = {ev.round: ev for ev in batches(trace)}
+    sampled = {ev.get("batch_round"): ev for ev in events(trace, "sched.sampled")}
+    assert formed[2].get("input_ids") == [-1, -2]
+    assert forward_of(trace, 2).get("input_ids") == sampled[1].get("token_ids") and sampled[1].round == 2
+    ids = formed[4].get("input_ids")
+    assert formed[4].rids == ["A", "B", "C"] and ids[:2] == sampled[2].get("token_ids") and ids[2] == -5
+    assert [(ev.round, ev.rid) for ev in events(trace, "sched.finished")] == [(5, "A"), (5, "C"), (8, "B")]
+    assert sampled[5].rids == ["B"]  # A's and C's tokens of round 5 are dropped
+    freed = events(trace, "kv.free", lambda ev: ev.get("reason") == "finished")
+    assert [(ev.round, ev.get("slots")) for ev in freed] == [(6, [14]), (6, [16]), (9, [19])]
