@@ -98,3 +98,54 @@ def try_block(scenario: str, rid: str | None, round: int | None, lang: str = "en
     ]
     body = "\n".join("    " + c for c in ["```bash", *cmds, "```"])
     return f'!!! example "{TRY_TITLE[lang]}"\n    {TRY_NOTE[lang]}\n\n{body}\n'
+
+
+UNAVAILABLE_NOTE = {
+    "en": ("Not built on this machine", "This page is made from traces that could not be run here:"),
+    "zh": ("本机没有生成这一页", "这一页所用的 trace 在本机跑不出来："),
+}
+
+
+def unavailable_page(markdown: str, missing: dict[str, str], lang: str = "en") -> str:
+    """A page whose scenarios could not run (e.g. the router is not installed): its title, and a notice
+    naming each missing scenario and what it lacks, instead of figures and numbers that do not exist."""
+    title = next((line for line in markdown.splitlines() if line.startswith("# ")), "#")
+    head, note = UNAVAILABLE_NOTE[lang]
+    items = "\n".join(f"    - `{name}`: {why}" for name, why in missing.items())
+    return f'{title}\n\n!!! warning "{head}"\n    {note}\n\n{items}\n'
+
+
+WHATIF_NOTE = {
+    "en": ("Try it: change a number", "Run it with the change:",
+           "What that run did (run when this page was built)"),
+    "zh": ("动手试试：改一个数", "带着这个改动运行：", "这次运行做了什么（构建本页时实际跑出来的）"),
+}
+
+
+def whatif_command(scenario: str, sets: dict, prompts: dict) -> str:
+    import json
+    import shlex
+
+    def shown(v) -> str:
+        return v if isinstance(v, str) else json.dumps(v)
+
+    parts = ["minisgl", "scenario", "run", scenario]
+    parts += [p for k, v in sets.items() for p in ("--set", f"{k}={shown(v)}")]
+    parts += [p for rid, text in prompts.items() for p in ("--prompt", f"{rid}={text}")]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def whatif_block(scenario: str, sets: dict, prompts: dict, ask: str, trace, lang: str = "en") -> str:
+    """A transfer question: the question, the command that answers it, and, folded, the lines that command
+    prints about what the changed run did (minisgl.scenarios.summary), from the run the build made."""
+    from minisgl.scenarios.summary import summary
+
+    title, run, answer = WHATIF_NOTE[lang]
+    lines = [f'!!! question "{title}"']
+    if ask:
+        lines += [f"    {ask}", ""]
+    lines += [f"    {run}", "", "    ```bash", f"    {whatif_command(scenario, sets, prompts)}", "    ```", "",
+              f'    ??? success "{answer}"', "", "        ```text"]
+    lines += [f"        {line}" for line in summary(trace)]
+    lines += ["        ```", ""]
+    return "\n".join(lines)

@@ -16,6 +16,9 @@ from tracer.diagrams import GraphvizMissing
 from tracer.reader import TraceError
 
 LESSONS = "lessons"  # the lesson pages' folder under the docs folder
+# a lifecycle's sequence diagram laid out for the page's column: narrower participants, notes wrapped to them
+SEQUENCE_FIT = ("---\nconfig:\n  sequence:\n    width: 100\n    actorMargin: 20\n    noteMargin: 6\n"
+                "    wrap: true\n---\n")
 
 
 def page_slug(src_uri: str) -> str:
@@ -41,18 +44,44 @@ class Course:
         return {p.relative_to(docs_dir).as_posix(): p.read_text(encoding="utf-8")
                 for p in sorted(docs_dir.rglob("*.md"))}
 
+    def scenarios(self, src: str, text: str) -> list[str]:
+        """Every scenario a page needs: its facts module's and its placeholders'."""
+        needed = list(self.facts.scenarios_of(page_slug(src)))
+        needed += [ph.pos[0] for ph in self._placeholders(text)
+                   if ph.kind in ("figure", "events", "rows", "try") and ph.pos]
+        needed += [ph.pos[0].split(":")[0] for ph in self._placeholders(text) if ph.kind == "fact"
+                   and ph.pos and ":" in ph.pos[0]]
+        needed += [self.whatif(ph)[0] for ph in self._placeholders(text) if ph.kind == "whatif"]
+        return needed
+
+    def whatif(self, ph: Placeholder) -> tuple[str, dict, dict]:
+        """(the changed run's cache key, its --set changes, its --prompt changes), the run registered."""
+        from minisgl.scenarios.changes import ChangeError, change, parse_pairs, parse_value
+        from minisgl.scenarios import get
+
+        if not ph.pos:
+            raise PlaceholderError(f"{ph.text}: whatif needs a scenario")
+        try:
+            sets = {k: parse_value(v) for k, v in parse_pairs(
+                [s for s in ph.kw.get("set", "").split(",") if s], "set").items()}
+            prompts = parse_pairs([ph.kw["prompt"]] if "prompt" in ph.kw else [], "prompt")
+            change(get(ph.pos[0]), sets, prompts)  # a bad change fails the build here, with its reason
+        except (ChangeError, LookupError) as e:
+            raise PlaceholderError(f"{ph.text}: {e}") from None
+        return self.traces.changed(ph.pos[0], sets, prompts), sets, prompts
+
+    def missing(self, src: str, text: str) -> dict[str, str]:
+        """The scenarios of a page that could not run on this machine, with what each lacks."""
+        return {n: why for n in dict.fromkeys(self.scenarios(src, text))
+                if (why := self.traces.reason_unavailable(n)) is not None}
+
     def prepare(self, docs_dir: Path) -> None:
         pages = self.sources(docs_dir)
-        needed: list[str] = []
-        for src, text in pages.items():
-            needed += self.facts.scenarios_of(page_slug(src))
-            needed += [ph.pos[0] for ph in self._placeholders(text)
-                       if ph.kind in ("figure", "events", "rows", "try") and ph.pos]
-            needed += [ph.pos[0].split(":")[0] for ph in self._placeholders(text) if ph.kind == "fact"
-                       and ph.pos and ":" in ph.pos[0]]
-        self.traces.ensure(needed)
+        self.traces.ensure([n for src, text in pages.items() for n in self.scenarios(src, text)])
         drawn: dict[str, bytes] = {}
         for src, text in pages.items():
+            if self.missing(src, text):
+                continue  # built as a notice (page()), with no figure
             for ph in self._placeholders(text):
                 if ph.kind == "figure" and ph.kw.get("fmt", "svg") == "svg":
                     fig = self.figure(ph, Resolver(self.facts, page_slug(src)))
@@ -71,6 +100,8 @@ class Course:
 
     def page(self, markdown: str, src_uri: str) -> str:
         r, lang = Resolver(self.facts, page_slug(src_uri)), page_lang(src_uri)
+        if missing := self.missing(src_uri, markdown):
+            return blocks.unavailable_page(markdown, missing, lang)
 
         def resolve(ph: Placeholder) -> str:
             if ph.kind == "fact":
@@ -86,11 +117,16 @@ class Course:
                     return lab_blocks.labs_table(src_uri, lang)
                 return lab_blocks.lab_block(r.need(ph, 1, "a lab name")[0], src_uri, lang)
             scenario = r.need(ph, 1, "a scenario")[0]
+            if ph.kind == "whatif":
+                key, sets, prompts = self.whatif(ph)
+                return blocks.whatif_block(scenario, sets, prompts, ph.kw.get("ask", ""), self.traces[key], lang)
             trace, rid, rnd = self.traces[scenario], r.str_arg(ph, "rid"), r.int_arg(ph, "round")
             if ph.kind == "figure":
                 fig = self.figure(ph, r)
                 if ph.kw.get("fmt", "svg") == "mermaid":
-                    return "```mermaid\n" + str(fig.render(trace, "mermaid")).strip() + "\n```"
+                    text = str(fig.render(trace, "mermaid")).strip()
+                    fit = SEQUENCE_FIT if text.startswith("sequenceDiagram") else ""
+                    return "```mermaid\n" + fit + text + "\n```"
                 rel = posixpath.relpath(fig.path(), posixpath.dirname(src_uri) or ".")
                 return f"![{fig.alt()}]({rel})"
             if ph.kind == "events":

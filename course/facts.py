@@ -2,7 +2,8 @@
 
 Two kinds of name:
 - `scenario:key`, the same on every page: `config.NAME` (a `sched.config` field: kv_size,
-  chunked_prefill_size, ...), `rounds` (the last round), `tokens.RID` (how many tokens RID got),
+  chunked_prefill_size, ...), `rounds` (the last round), `requests` (how many the scheduler received),
+  `tokens.RID` (how many tokens RID got),
   `output.RID` (RID's decoded text, quoted), `input_len.RID`, `cached_tokens.RID`.
 - a plain `key`: the page's own fact, from `course/lessons/<page>.py` (`facts(traces) -> dict`).
 
@@ -58,6 +59,8 @@ def scenario_fact(trace: Trace, key: str) -> Any:
         return ev.attrs[arg]
     if head == "rounds":
         return trace.rounds()[-1]
+    if head == "requests":
+        return len({ev.rid for ev in trace.events if ev.name == "sched.req_created"})
     if head == "tokens":
         return _last(trace, "sched.output_appended", arg).get("output_len")
     if head == "input_len":
@@ -67,7 +70,7 @@ def scenario_fact(trace: Trace, key: str) -> Any:
     if head == "output":
         deltas = [ev.get("delta") or "" for ev in trace.by_rid(arg) if ev.name == "detok.decoded"]
         return json.dumps("".join(deltas), ensure_ascii=False)
-    raise FactError(f"unknown scenario fact {key!r} (config.NAME, rounds, tokens.RID, output.RID, "
+    raise FactError(f"unknown scenario fact {key!r} (config.NAME, rounds, requests, tokens.RID, output.RID, "
                     "input_len.RID, cached_tokens.RID)")
 
 

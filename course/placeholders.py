@@ -5,11 +5,15 @@
     {{ events SCEN rid=R2 round=@n names=sched.admission,kv.alloc limit=6 }}   a trace excerpt
     {{ rows SCEN round=@n }}              a round's batch, one table row per token row
     {{ try SCEN rid=R2 round=@n }}        the commands that run, replay and draw it yourself
+    {{ whatif SCEN set=chunked_prefill_size=12,L.max_new_tokens=6 prompt='R2= red' ask="..." }}
+                                          a transfer question: the `--set` command that answers it, and
+                                          (folded) what that changed run did, run at build time
     {{ lab NAME }}                        the lab that builds this lesson's component (a "Build it" block)
     {{ labs }}                            every lab, as a table (the labs page)
     {{ mutants }}                         each lab's measured mutation run, as a table (the labs page)
 
-An argument `@name` is the page's fact `name`; every other number on a page is refused by the tests.
+An argument `@name` is the page's fact `name`; every other number on a page is refused by the tests, but
+for whatif's `set=` and `prompt=`: the changed inputs of a run the build makes.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 from course.facts import FactError, Facts, show
 
 PLACEHOLDER = re.compile(r"\{\{\s*(?P<kind>[a-z]+)(?P<args>(?:[^}]|\}(?!\}))*)\}\}")
-KINDS = ("fact", "figure", "events", "rows", "try", "lab", "labs", "mutants")
+KINDS = ("fact", "figure", "events", "rows", "try", "whatif", "lab", "labs", "mutants")
 
 
 class PlaceholderError(ValueError):

@@ -8,6 +8,7 @@ the course in seconds. `MINISGL_COURSE_CACHE` moves the cache (default ~/.cache/
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from minisgl.scenarios.pd_server import NoRouter
 from tracer.reader import Trace, load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +53,14 @@ def _is_lab_file(path: Path) -> bool:
     return "catalog" in path.parts and "labs" in path.parts
 
 
+class ScenarioUnavailable(LookupError):
+    """A scenario that cannot run on this machine (pd_disaggregation without SGLang's router): the pages
+    that need it are built as a notice that says what is missing, the rest of the course as usual."""
+
+
+UNAVAILABLE = "UNAVAILABLE"  # a cache entry's file saying why its scenario could not run (no trace)
+
+
 def _say(msg: str) -> None:
     print(f"course: {msg}", file=sys.stderr, flush=True)
 
@@ -58,32 +68,62 @@ def _say(msg: str) -> None:
 class CourseTraces:
     """traces[name] -> the scenario's Trace, run (and cached) the first time it is asked for."""
 
-    def __init__(self, root: Path | None = None, say: Callable[[str], None] = _say) -> None:
+    def __init__(self, root: Path | None = None, say: Callable[[str], None] = _say, engine=None) -> None:
+        """engine: a loaded Engine whose weights the engine scenarios share (a test session's); else one is
+        loaded when the first of them runs, and shut down by close()."""
         self.folder = (root or cache_root()) / engine_hash()
         self.say = say
         self._traces: dict[str, Trace] = {}
-        self._engine = None
+        self._engine, self._own_engine = engine, engine is None
+        self.unavailable: dict[str, str] = {}  # scenario -> what it lacks, found in this build
+        self.changes: dict[str, tuple[str, dict, dict]] = {}  # "name@digest" -> a changed run (whatif)
+
+    def changed(self, name: str, sets: dict, prompts: dict) -> str:
+        """The cache key of `name` run with changes (`minisgl scenario run NAME --set ...`), registered so
+        that ensure() and traces[key] can run it."""
+        spec = json.dumps([sets, prompts], sort_keys=True)
+        key = f"{name}@{hashlib.sha256(spec.encode()).hexdigest()[:10]}"
+        self.changes[key] = (name, sets, prompts)
+        return key
 
     def path(self, name: str) -> Path:
         return self.folder / name
 
+    def reason_unavailable(self, name: str) -> str | None:
+        """Why `name` cannot run here (a test session records it in the cache), or None."""
+        marker = self.path(name) / UNAVAILABLE
+        if name not in self.unavailable and marker.exists():
+            self.unavailable[name] = marker.read_text(encoding="utf-8").strip()
+        return self.unavailable.get(name)
+
     def __getitem__(self, name: str) -> Trace:
+        if (why := self.reason_unavailable(name)) is not None:
+            raise ScenarioUnavailable(f"scenario {name} could not run on this machine: {why}")
         if name not in self._traces:
             if not (self.path(name) / "DONE").exists():
-                self._run(name)
+                try:
+                    self._run(name)
+                except NoRouter as e:
+                    self.unavailable[name] = str(e)
+                    raise ScenarioUnavailable(f"scenario {name} could not run on this machine: {e}") from None
             self._traces[name] = load_trace(self.path(name))
         return self._traces[name]
 
     def ensure(self, names: list[str]) -> None:
         """Run every missing scenario of `names` (one model load shared by the offline ones), with progress."""
-        missing = [n for n in dict.fromkeys(names) if not (self.path(n) / "DONE").exists()]
+        missing = [n for n in dict.fromkeys(names)
+                   if not (self.path(n) / "DONE").exists() and self.reason_unavailable(n) is None]
         if missing:
             self.say(f"running {len(missing)} scenario(s) for engine {self.folder.name} "
                      f"(cached in {self.folder.parent}; later builds reuse them)")
         try:
             for i, name in enumerate(missing, 1):
                 self.say(f"[{i}/{len(missing)}] {name}")
-                self._run(name)
+                try:
+                    self._run(name)
+                except NoRouter as e:  # the one optional part a scenario needs: its pages say so
+                    self.unavailable[name] = str(e)
+                    self.say(f"{name} cannot run here, its pages will say so: {e}")
         finally:
             self.close()
 
@@ -91,7 +131,13 @@ class CourseTraces:
         from minisgl.scenarios import get
         from minisgl.scenarios.driver import run
 
-        sc = get(name)
+        if name in self.changes:
+            from minisgl.scenarios.changes import change
+
+            base, sets, prompts = self.changes[name]
+            sc = change(get(base), sets, prompts)
+        else:
+            sc = get(name)
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self.folder))
         start = time.monotonic()
@@ -115,6 +161,6 @@ class CourseTraces:
         return self._engine
 
     def close(self) -> None:
-        if self._engine is not None:
+        if self._engine is not None and self._own_engine:
             self._engine.shutdown()
             self._engine = None

@@ -1,4 +1,4 @@
-"""Facts for lessons/batch-rows.md: the seeds' R1/R2 round (scenario shared_prefix)."""
+"""Facts for lessons/batch-rows.md: the classic R1/R2 round (scenario shared_prefix)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,18 @@ from course.blocks import batch_rows
 from tracer.fmt import ranges
 
 SCENARIOS = ("shared_prefix",)
+
+
+def _slot_numbers() -> tuple[int, int]:
+    """(the slot the KV pool never hands out, the first one it does), read off a tiny real pool."""
+    import torch
+
+    from minisgl.mem_cache.memory_pool import TokenToKVPool
+
+    pool = TokenToKVPool(2, num_layers=1, num_kv_heads=1, head_dim=1, dtype=torch.float32)
+    handed = pool.free_slots.tolist()
+    (never,) = set(range(pool.size + 1)) - set(handed)
+    return never, min(handed)
 
 
 def facts(traces) -> dict:
@@ -20,7 +32,9 @@ def facts(traces) -> dict:
     adm = next(ev for ev in t.by_rid("R2") if ev.name == "sched.admission")
     r0_slots = next(ev for ev in t.by_rid("R0") if ev.name == "cache.inserted").get("slots")
     drows = batch_rows(t, decode.round)
+    never_slot, first_slot = _slot_numbers()
     return {
+        "never_slot": never_slot, "first_slot": first_slot,
         "r0_round": next(ev.round for ev in formed if "R0" in (ev.rids or ())),
         "r0_len": next(ev for ev in t.by_rid("R0") if ev.name == "sched.req_created").get("input_len"),
         "r0_slots": ranges(r0_slots),

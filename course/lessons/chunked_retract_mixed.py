@@ -3,6 +3,7 @@ out of KV slots and retracts a victim (retract), and prompt chunks riding with d
 
 from __future__ import annotations
 
+from minisgl.scheduler.scheduler import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
 from tracer.fmt import ranges
 
 SCENARIOS = ("chunked_prefill", "retract", "mixed_round")
@@ -97,6 +98,8 @@ def _retract(t) -> dict:
         "prev_available": ok.get("available_size"),
         "ratio": budget.get("new_token_ratio"),
         "ratio_round": budget.round,
+        "ratio_decay": NEW_TOKEN_RATIO_DECAY,  # the engine's constants: no trace event states them
+        "ratio_floor": MIN_NEW_TOKEN_RATIO,
         "ratio_future": budget.get("running_future_tokens"),
         "ratio_reserved": budget.get("reserved_tokens"),
         "ratio_room": budget.get("available_size"),

@@ -1,12 +1,12 @@
-"""Facts for lessons/scheduler-loop.md: the five batch variables round by round (admission_budgets), and
-chunked_req (chunked_prefill)."""
+"""Facts for lessons/scheduler-loop.md: the five batch variables round by round (admission_budgets),
+chunked_req (chunked_prefill), and the rounds of the next_batch lab's scenario (mixed_round)."""
 
 from __future__ import annotations
 
 from minisgl.scenarios.look import events, first
 from tracer.fmt import ranges
 
-SCENARIOS = ("admission_budgets", "chunked_prefill")
+SCENARIOS = ("admission_budgets", "chunked_prefill", "mixed_round")
 HEAD = {
     "en": ("round", "arrived", "last_batch at the start", "joined running_batch", "cur_batch",
            "waiting_queue at the end", "running_batch at the end", "chunked_req at the end"),
@@ -100,5 +100,14 @@ def _chunked(t) -> dict:
     }
 
 
+def _mixed(t) -> dict:
+    """The next_batch lab grades on mixed_round: its rounds in the same table, up to its last batch."""
+    last = max(ev.round for ev in events(t, "sched.round_end"))
+    mixed = _one(t, "sched.batch_formed", lambda ev: ev.get("forward_mode") == "MIXED")
+    return {"m_table_en": table(t, last, "en"), "m_table_zh": table(t, last, "zh"),
+            "m_mixed_round": mixed.round, "m_chunk_size": _one(t, "sched.config").get("chunked_prefill_size")}
+
+
 def facts(traces) -> dict:
-    return {**_budgets(traces["admission_budgets"]), **_chunked(traces["chunked_prefill"])}
+    return {**_budgets(traces["admission_budgets"]), **_chunked(traces["chunked_prefill"]),
+            **_mixed(traces["mixed_round"])}

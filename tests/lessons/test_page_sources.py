@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from course.build import page_slug
+from course.cjk import CJK
 from course.facts import page_module
 from course.placeholders import PLACEHOLDER, parse
 
@@ -24,13 +25,29 @@ ZH = sorted(LESSONS.glob("*.zh.md"))
 NUMBER = re.compile(r"(?<![A-Za-z0-9_\-./:#])\d+(?:[.,]\d+)*(?![A-Za-z0-9_])")  # ASCII: 第2轮 is caught
 
 
+# a count spelled out, of what a trace counts: "Five requests", "五个请求" (one and two read as words, not counts)
+THINGS_EN = r"requests?|rounds?|tokens?|slots?|rows?|processes|ranks?|chunks?|events?|messages?"
+SPELLED_EN = re.compile(r"\b(?:three|four|five|six|seven|eight|nine|ten|eleven|twelve|[a-z]+teen|twenty)"
+                        rf"\s+(?:[a-z]+\s+)?(?:{THINGS_EN})\b", re.I)
+SPELLED_ZH = re.compile(r"[三四五六七八九十][一二三四五六七八九十百]*\s*[个条轮次]\s*(?:请求|token|槽位|行|进程|rank|chunk|事件|消息)", re.I)
+# a placeholder's argument that is a number (round=3) must name a fact instead (round=@n); limit= only
+# trims a list
+LITERAL_ARG = re.compile(r"\b(?!limit=)[a-z_]+=-?\d+\b")
+
+
 def hand_typed_numbers(text: str) -> list[str]:
-    """Every line that shows a number not produced by a placeholder."""
+    """Every line that shows a number not produced by a placeholder: digits, a spelled-out count of what a
+    trace counts, or a number given to a placeholder as a literal argument."""
     found = []
     for lineno, line in enumerate(text.splitlines(), 1):
-        bare = PLACEHOLDER.sub(" ", line)
+        # a whatif's question is prose of the page; its set= and prompt= are the run's changed inputs
+        asks = [parse(m.group(0)).kw.get("ask", "") for m in PLACEHOLDER.finditer(line) if m["kind"] == "whatif"]
+        bare = " ".join([PLACEHOLDER.sub(" ", line), *asks])
         bare = re.sub(r"\]\([^)]*\)", "]", bare)  # a link's target (file names of other pages)
-        if NUMBER.search(bare):
+        prose = re.sub(r"`[^`]*`", " ", bare)  # code: a prompt's words (" one two three four") are its text
+        literal = any(LITERAL_ARG.search(m.group("args")) for m in PLACEHOLDER.finditer(line)
+                      if m["kind"] != "whatif")
+        if NUMBER.search(bare) or SPELLED_EN.search(prose) or SPELLED_ZH.search(prose) or literal:
             found.append(f"{lineno}: {line.strip()}")
     return found
 
@@ -51,6 +68,18 @@ def test_the_number_check_catches_a_typed_number():
     assert hand_typed_numbers("第2轮") and hand_typed_numbers("- positions 3, 4")
     assert not hand_typed_numbers("R2 writes slots {{ fact r2_slots }} in float32, UTF-8 and h2.")
     assert not hand_typed_numbers("see [the rows](batch-rows.md#the-nine-rows)")
+
+
+def test_the_number_check_catches_spelled_out_counts_and_literal_arguments():
+    assert hand_typed_numbers("Five requests arrive.") and hand_typed_numbers("then three more rounds")
+    assert hand_typed_numbers("五个请求陆续到达") and hand_typed_numbers("一共十二 个槽位")
+    assert hand_typed_numbers("{{ figure retract round=3 }}")
+    assert hand_typed_numbers("{{ try abort round=7 }}")
+    assert not hand_typed_numbers("{{ fact admission_budgets:requests }} requests, three ways to scale")
+    assert not hand_typed_numbers("{{ events retract round=@n limit=6 }}, the prompt `\" one two three\"`")
+    assert not hand_typed_numbers("五项预算；三种横向扩展的办法；这三条规则")
+    assert not hand_typed_numbers("{{ whatif chunked_prefill set=chunked_prefill_size=12 ask='How many rounds?' }}")
+    assert hand_typed_numbers("{{ whatif chunked_prefill set=chunked_prefill_size=12 ask='Is it 4 rounds?' }}")
 
 
 def _figures(page: Path) -> list[str]:
@@ -74,3 +103,21 @@ def test_each_lesson_has_figures_a_try_block_and_questions(page: Path):
         assert page_module(page_slug(page.name)) is not None, f"{page.name} has no course/lessons module"
     assert '??? question' in text, page.name
     assert "SGLang" in text, page.name
+
+
+# scale-out: its scenarios are server pairs and ranks, a changed run of which costs minutes per build
+NO_WHATIF = {"scale-out"}
+
+
+@pytest.mark.parametrize("page", EN + ZH, ids=lambda p: p.name)
+def test_each_lesson_ends_with_a_change_a_number_question(page: Path):
+    """A transfer question (`{{ whatif SCENARIO set=... ask=... }}`) on every lesson: its answer is the
+    changed run's, made at build time; the question is written in the page's own language."""
+    if page_slug(page.name) in NO_WHATIF:
+        pytest.skip(f"{page.name}: {NO_WHATIF}")
+    asks = [parse(m.group(0)) for m in PLACEHOLDER.finditer(page.read_text(encoding="utf-8"))
+            if m["kind"] == "whatif"]
+    assert asks, f"{page.name} asks no whatif question"
+    for ph in asks:
+        assert ph.pos and ("set" in ph.kw or "prompt" in ph.kw) and ph.kw.get("ask"), ph.text
+        assert CJK.search(ph.kw["ask"]) if page.name.endswith(".zh.md") else not CJK.search(ph.kw["ask"])

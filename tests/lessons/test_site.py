@@ -120,3 +120,39 @@ def test_the_nine_rows_table_matches_the_forward(built_site: Path, course_cache:
     cells = re.findall(r"<tr>\s*<td>(\d+)</td>\s*<td>(R\d)</td>\s*<td>(\d+)</td>", html)
     assert [(int(i), rid, int(p)) for i, rid, p in cells][: len(rows)] == \
         [(r["row"], r["rid"], r["position"]) for r in rows]
+
+
+def test_the_overlap_lesson_shows_the_traces_placeholders(built_site: Path, course_cache: Path):
+    """Lesson overlap: the placeholder ids it quotes are the negative input ids of the first batch formed
+    before the last round's tokens existed, the tokens they resolve to are the ones that round's forward
+    read, and the round that shows them to the scheduler is the one that processes the previous result."""
+    from course.build import Course
+    from course.traces import CourseTraces
+
+    course = Course(CourseTraces(course_cache))
+    trace = course.traces["overlap_schedule"]
+    formed = next(ev for ev in trace.events if ev.name == "sched.batch_formed"
+                  and any(i < 0 for i in ev.get("input_ids")))
+    forward = next(ev for ev in trace.events if ev.name == "model.forward" and ev.ph == "B"
+                   and ev.round == formed.round)
+    seen = next(ev for ev in trace.events if ev.name == "sched.sampled"
+                and ev.get("batch_round") == formed.round - 1)
+    ids = [i for i in formed.get("input_ids") if i < 0]
+    tokens = [t for i, t in zip(formed.get("input_ids"), forward.get("input_ids")) if i < 0]
+    owners = [rid for rid, i in zip(formed.rids, formed.get("input_ids")) if i < 0]  # one decode row each
+    assert tokens == [seen.get("token_ids")[seen.rids.index(rid)] for rid in owners]
+    shown = ", ".join(map(str, ids)), ", ".join(map(str, tokens))
+    text = course.page("{{ fact ph_round }}: {{ fact ph_ids }} -> {{ fact ph_tokens }}, "
+                       "seen in {{ fact ph_seen }}", "lessons/overlap.md")
+    assert text == f"{formed.round}: {shown[0]} -> {shown[1]}, seen in {seen.round}"
+    # the finished request's extra row: its slot in the round it finished, freed one round later
+    done = next(ev for ev in trace.events if ev.name == "sched.finished")
+    batch = next(ev for ev in trace.events if ev.name == "sched.batch_formed" and ev.round == done.round)
+    slot = batch.get("out_cache_loc")[batch.rids.index(done.rid)]
+    freed = next(ev for ev in trace.events if ev.name == "kv.free" and slot in ev.get("slots"))
+    assert (freed.round, freed.get("reason")) == (done.round + 1, "finished")
+    assert course.page("{{ fact late_freed_round }}", "lessons/overlap.md") == str(freed.round)
+    for lang in ("en", "zh"):
+        html = lesson_html(built_site, "overlap", lang).read_text(encoding="utf-8")
+        row = re.search(rf"<td>{formed.round}</td>\s*<td>DECODE [^<]*</td>\s*<td>([^<]*)</td>", html)
+        assert row and row.group(1) == f"{shown[0]} → {shown[1]}", lang
