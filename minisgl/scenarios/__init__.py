@@ -44,6 +44,7 @@ GRADING = (
     "admission_boundaries",
     "tm_outputs",
     "tm_disconnect",
+    "tm_refused",
 )
 
 

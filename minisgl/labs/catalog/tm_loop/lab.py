@@ -7,7 +7,7 @@ LAB = Lab(
     file="tokenizer_manager_loop.py",
     lesson="tokenizer-manager",
     scenario="one_request",
-    boundaries=("tm_outputs", "tm_disconnect"),
+    boundaries=("tm_outputs", "tm_disconnect", "tm_refused"),
     order=3,
     sglang="python/sglang/srt/managers/tokenizer_manager.py: TokenizerManager._wait_one_response, handle_loop "
            "(and _handle_batch_output)",
