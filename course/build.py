@@ -96,7 +96,8 @@ class Course:
     # -- one page ---------------------------------------------------------------------------------------
     def figure(self, ph: Placeholder, r: Resolver) -> Figure:
         scenario, view = r.need(ph, 2, "a scenario and a view")[:2]
-        return Figure(scenario, view, r.str_arg(ph, "rid"), r.int_arg(ph, "round"), "all" in ph.flags)
+        return Figure(scenario, view, r.str_arg(ph, "rid"), r.int_arg(ph, "round"), "all" in ph.flags,
+                      r.str_arg(ph, "server"))
 
     def page(self, markdown: str, src_uri: str) -> str:
         r, lang = Resolver(self.facts, page_slug(src_uri)), page_lang(src_uri)

@@ -21,6 +21,7 @@ class Figure:
     rid: str | None = None
     round: int | None = None
     all_rounds: bool = False
+    server: str | None = None  # a merged trace (pd_disaggregation): draw this server's part alone
 
     def path(self) -> str:
         parts = [self.view]
@@ -30,6 +31,8 @@ class Figure:
             parts.append(f"r{self.round}")
         if self.all_rounds:
             parts.append("all")
+        if self.server:
+            parts.append(self.server)
         return f"{FOLDER}/{self.scenario}/{'-'.join(parts)}.svg"
 
     def alt(self) -> str:
@@ -38,9 +41,15 @@ class Figure:
             what += f", request {self.rid}"
         if self.round is not None:
             what += f", round {self.round}"
+        if self.server:
+            what += f", on the {self.server} server"
         return what
 
     def render(self, trace, fmt: str) -> str | bytes:
+        if self.server:
+            from tracer.servers import pick_server
+
+            trace = pick_server(trace, self.server)  # as `minisgl trace export --server` draws it
         return render_diagram(trace, self.view, fmt, rid=self.rid, round=self.round, all_rounds=self.all_rounds)
 
 

@@ -20,6 +20,12 @@ EDGE = re.compile(r"(\w+) -> (\w+)(?: \[(.*)\])?\Z", re.DOTALL)
 CLUSTER = re.compile(r"subgraph cluster_(\w+)\Z")
 
 
+def squashed(text: str) -> str:
+    """Text with its markup, line breaks and spaces taken out: a label wrapped into lines (at a space, inside
+    a CamelCase name, after an underscore) still contains what it wraps."""
+    return re.sub(r"<[^>]*>|\\n|\s", "", text.replace("&#43;", "+"))
+
+
 def _scan(dot: str, keep_text: bool = True) -> list[tuple[str, str]]:
     """DOT text as ("open", header) / ("stmt", statement) / ("close", "") items, split only at braces
     and semicolons outside quoted strings and HTML labels (which may span lines and hold anything)."""

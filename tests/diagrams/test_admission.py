@@ -13,7 +13,7 @@ from minisgl.cli import main
 from tests.diagrams.helpers import ENGINE, HAS_DOT, NO_DOT, check_dot_structure, node_ids, parse_with_dot
 from tracer.admission import admission_rounds
 from tracer.diagrams import render_diagram
-from tracer.diagrams.admission_table import COLUMNS, REFUSED_CELL
+from tracer.diagrams.admission_table import CANDIDATE_COLUMNS, REFUSED_CELL
 from tracer.reader import load_trace
 
 pytestmark = pytest.mark.slow
@@ -55,11 +55,19 @@ def test_round_1_table_is_the_adders_arithmetic(trace):
         ["rem_kv_room", "available 48 + evictable 0 = 48"],
         ["rem_running", "max_running_requests 3 − 0 running = 3"],
         ["running: none", "reserved_tokens = 0 (nothing running)"],
-        list(COLUMNS),
-        ["1", "A", "waiting_queue", "6", "6", "0", "48 → 36", "10 → 4", "8 → 2", "48 → 42", "3 → 2",
-         "admitted [0, 6)"],
-        ["2", "B", "waiting_queue", "8", "6", "0", "36", "4", "2", "42", "2",
+        list(CANDIDATE_COLUMNS),
+        ["1", "A", "waiting_queue", "6", "6", "0", "admitted [0, 6)"],
+        ["2", "B", "waiting_queue", "8", "6", "0",
          "refused by max_prefill_tokens: extend 8 > rem_input_tokens 4"],
+    ]
+    # the budgets transposed, beside each other for a candidate: spent down from left to right
+    assert texts(table(dot, "round1_budgets")) == [
+        ["budget", "1 · A", "2 · B"],
+        ["rem_total_tokens", "48 → 36", "36"],
+        ["rem_input_tokens", "10 → 4", "4"],
+        ["rem_chunk_tokens", "8 → 2", "2"],
+        ["rem_kv_room", "48 → 42", "42"],
+        ["rem_running", "3 → 2", "2"],
     ]
 
 
@@ -77,14 +85,17 @@ def test_reserved_tokens_show_their_sum(trace):
     (10, "E", "rem_total_tokens", "refused by kv_cache: need 47 (extend 3 + future 44) > 43.305"),
 ])
 def test_each_refusal_fills_the_budget_that_refused_it(trace, n, rid, budget, why):
-    rows = table(render_diagram(trace, "admission", "dot", round=n), f"round{n}")
-    refused = [row for row in rows if len(row) == len(COLUMNS) and row[1][1] == rid]
+    dot = render_diagram(trace, "admission", "dot", round=n)
+    rows = table(dot, f"round{n}")
+    refused = [row for row in rows if len(row) == len(CANDIDATE_COLUMNS) and row[1][1] == rid]
     assert len(refused) == 1
-    filled = [COLUMNS[i] for i, (attrs, _) in enumerate(refused[0]) if f'BGCOLOR="{REFUSED_CELL}"' in attrs]
-    assert filled == [budget]
     assert refused[0][-1][1] == why
-    others = [row for row in rows if len(row) == len(COLUMNS) and row is not refused[0] and row[0][1] != "#"]
-    assert all(REFUSED_CELL not in attrs for row in others for attrs, _ in row)  # admitted rows: nothing filled
+    budgets = table(dot, f"round{n}_budgets")
+    column = [text for _, text in budgets[0]].index(f"{refused[0][0][1]} · {rid}")
+    filled = [row[0][1] for row in budgets[1:] if f'BGCOLOR="{REFUSED_CELL}"' in row[column][0]]
+    assert filled == [budget]
+    others = [row[k] for row in budgets[1:] for k in range(1, len(row)) if k != column]
+    assert all(REFUSED_CELL not in attrs for attrs, _ in others)  # admitted candidates: nothing filled
 
 
 def test_the_requests_never_considered(trace):
@@ -115,14 +126,16 @@ def test_all_rounds_draw_every_round_with_admission(trace):
     dot = render_diagram(trace, "admission", "dot", all_rounds=True)
     check_dot_structure(dot)
     assert admission_rounds(trace) == list(range(1, 12))
-    assert node_ids(dot) == ["round1", "round2", "round3", "round4_skipped", "round5_skipped", "round6_skipped",
-                             "round7", "round8_skipped", "round9_skipped", "round10", "round11"]
+    assert [n for n in node_ids(dot) if not n.endswith("_budgets")] == [
+        "round1", "round2", "round3", "round4_skipped", "round5_skipped", "round6_skipped", "round7",
+        "round8_skipped", "round9_skipped", "round10", "round11"]
+    assert "round1_budgets" in node_ids(dot) and "round4_skipped_budgets" not in node_ids(dot)
 
 
 @pytest.mark.skipif(not HAS_DOT, reason=NO_DOT)
 def test_graphviz_draws_it_without_a_warning(trace):
     svg = parse_with_dot(render_diagram(trace, "admission", "dot", all_rounds=True))
-    assert "refused by kv_cache: need 47 (extend 3 + future 44) &gt; 43.305" in svg
+    assert "refused by kv_cache:" in svg and "need 47 (extend 3 + future 44) &gt; 43.305" in svg  # two lines
     assert render_diagram(trace, "admission", "svg", round=3).startswith(b"<?xml")
 
 

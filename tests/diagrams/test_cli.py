@@ -39,7 +39,7 @@ def test_svg_through_the_cli(tmp_path):
     svg = out.read_text(encoding="utf-8")
     assert "<svg" in svg and svg.rstrip().endswith("</svg>")
     for text in ("Scheduler", "ModelRunner", "Detokenizer", "ChatCompletionRequest", "ScheduleBatch",
-                 "rounds 3–7: 5 decode steps"):
+                 ">rounds 3–7: 5 decode</text>", ">steps</text>"):  # a long line wrapped at a space
         assert text in svg, text
 
 

@@ -25,19 +25,27 @@ from tracer.fmt import short_rid
 from tracer.reader import Trace
 
 COLUMNS = ("#", "request", "source", "extend", "future", "locked", *BUDGETS, "decision")
+# drawn as two tables, so that each fits a lesson's column: the candidates and their decisions, then the
+# budgets transposed (a row per budget, spent down candidate by candidate from left to right)
+CANDIDATE_COLUMNS = (*COLUMNS[:6], COLUMNS[-1])
 # the deciding cell is filled and framed, so it stands out from the request colours too
 REFUSED_ROW, REFUSED_CELL, REFUSED_LINE = "#fee5d9", "#fc9272", "#cb181d"
 CHUNKED_ROW, CHUNKED_CELL, CHUNKED_LINE = "#fff5eb", "#fdae6b", "#d94801"
 ADMITTED = "#e5f5e0"
-TITLE = ("Admission: the PrefillAdder's budgets, candidate by candidate (each budget before → after).\n"
-         "Red: refused, the budget that refused it filled; orange: chunked, the budget that cut the chunk filled")
+TITLE = ("Admission: the PrefillAdder's candidates in the order considered,\n"
+         "then its budgets, candidate by candidate (each budget before → after).\n"
+         "Red: refused, the budget that refused it filled;\n"
+         "orange: chunked, the budget that cut the chunk filled")
 
 
 def _td(text: str, bg: str | None = None, bold: bool = False, span: int = 1, left: bool = False,
-        frame: str | None = None) -> str:
+        frame: str | None = None, wrap: str | None = None) -> str:
+    """wrap: a line break at the first `wrap` in the text, after its last space (the text reads the same)."""
     attrs = (f' COLSPAN="{span}"' if span > 1 else "") + (f' BGCOLOR="{bg}"' if bg else "") + (
-        ' ALIGN="LEFT"' if left else "") + (f' BORDER="2" COLOR="{frame}"' if frame else "")
-    body = html_text(text) or " "
+        ' ALIGN="LEFT" BALIGN="LEFT"' if left else "") + (f' BORDER="2" COLOR="{frame}"' if frame else "")
+    at = text.find(wrap) + wrap.rfind(" ") + 1 if wrap and wrap in text else 0
+    body = html_text(text[:at]) + "<BR/>" + html_text(text[at:]) if 0 < at < len(text) else html_text(text)
+    body = body or " "
     return f"<TD{attrs}>{f'<B>{body}</B>' if bold else body}</TD>"
 
 
@@ -53,37 +61,52 @@ def candidate_cells(c: Candidate) -> list[str]:
             *(cell(c, b) for b in BUDGETS), c.why]
 
 
+def _row_bg(c: Candidate) -> str | None:
+    return {"refused": REFUSED_ROW, "chunked": CHUNKED_ROW}.get(c.decision)
+
+
 def _candidate(k: int, c: Candidate, colors: dict[str, str], rid: str | None) -> str:
-    row_bg = {"refused": REFUSED_ROW, "chunked": CHUNKED_ROW}.get(c.decision)
-    hit, line = {"refused": (REFUSED_CELL, REFUSED_LINE), "chunked": (CHUNKED_CELL, CHUNKED_LINE)}.get(
-        c.decision, (None, None))
-    texts = candidate_cells(c)
+    row_bg, texts = _row_bg(c), candidate_cells(c)
     tds = [_td(str(k), row_bg), _td(short_rid(texts[0]), colors.get(c.rid, row_bg), bold=c.rid == rid)]
-    tds += [_td(t, row_bg) for t in texts[1:5]]
-    tds += [_td(t, hit, bold=True, frame=line) if name == c.deciding else _td(t, row_bg)
-            for name, t in zip(BUDGETS, texts[5:10])]
-    tds.append(_td(texts[10], row_bg or ADMITTED, bold=c.decision == "refused", left=True))
+    tds += [_td(t, row_bg, wrap=" ") if i == 3 else _td(t, row_bg) for i, t in enumerate(texts[1:5], start=1)]
+    tds.append(_td(texts[10], row_bg or ADMITTED, bold=c.decision == "refused", left=True, wrap=": "))
     return _row(tds)
 
 
+def _budgets(p: AdderPass, colors: dict[str, str], rid: str | None) -> Html:
+    """The budgets transposed: a row per budget, a column per candidate; the deciding cell filled."""
+    head = [_td(f"{k} · {short_rid(c.rid)}", colors.get(c.rid), bold=c.rid == rid)
+            for k, c in enumerate(p.candidates, start=1)]
+    rows = [_row([_td("budget", bold=True), *head])]
+    hits = {"refused": (REFUSED_CELL, REFUSED_LINE), "chunked": (CHUNKED_CELL, CHUNKED_LINE)}
+    for b in BUDGETS:
+        tds = [_td(b, bold=True, left=True)]
+        for c in p.candidates:
+            hit, line = hits.get(c.decision, (None, None))
+            text = cell(c, b)
+            tds.append(_td(text, hit, bold=True, frame=line) if b == c.deciding else _td(text, _row_bg(c)))
+        rows.append(_row(tds))
+    return _table(rows)
+
+
 def _pass(trace: Trace, p: AdderPass, head: str, rid: str | None) -> Html:
-    width = len(COLUMNS)
+    width = len(CANDIDATE_COLUMNS)
     rows = [_row([_td(head, bold=True, span=width)])]
     if p.start is not None:
         rows.append(_row([_td("starting budgets", bold=True, span=width, left=True)]))
         for name, how in start_lines(p.start):
-            rows.append(_row([_td(name, span=6, left=True), _td(how, span=width - 6, left=True)]))
+            rows.append(_row([_td(name, span=3, left=True), _td(how, span=width - 3, left=True)]))
         running = ", ".join(short_rid(r) for r in p.start.running_rids) or "none"
-        rows.append(_row([_td(f"running: {running}", span=6, left=True),
-                          _td(reserved_formula(p.start), span=width - 6, left=True)]))
-    rows.append(_row([_td(c, bold=True) for c in COLUMNS]))
+        rows.append(_row([_td(f"running: {running}", span=3, left=True),
+                          _td(reserved_formula(p.start), span=width - 3, left=True)]))
+    rows.append(_row([_td(c, bold=True) for c in CANDIDATE_COLUMNS]))
     colors = rid_colors(trace)
     rows += [_candidate(k, c, colors, rid) for k, c in enumerate(p.candidates, start=1)]
     if p.not_considered:
         last = p.candidates[-1] if p.candidates else None
         why = f" (the round stopped at {short_rid(p.stopped_by)}: {last.why})" if last else ""
         rows.append(_row([_td("never considered: " + ", ".join(short_rid(r) for r in p.not_considered) + why,
-                              span=width, left=True)]))
+                              span=width, left=True, wrap=" (")]))
     if not p.candidates:
         rows.append(_row([_td("no candidate", span=width)]))
     return _table(rows)
@@ -111,7 +134,10 @@ def round_nodes(trace: Trace, adm: RoundAdmission, rid: str | None) -> list[Node
         head = f"round {n} · PrefillAdder" + (f" {i} of {len(adm.passes)}" if len(adm.passes) > 1 else "")
         if len(adm.passes) > 1 and i < len(adm.passes):
             head += " (admitted nobody: no batch ran, the scheduler tried again)"
-        out.append(Node(f"round{n}" + (f"_{i}" if i > 1 else ""), _pass(trace, p, head, rid)))
+        name = f"round{n}" + (f"_{i}" if i > 1 else "")
+        out.append(Node(name, _pass(trace, p, head, rid)))
+        if p.candidates:
+            out.append(Node(f"{name}_budgets", _budgets(p, rid_colors(trace), rid)))
     out += [Node(f"round{n}_skipped" + (f"_{i}" if i > 1 else ""), _skipped(n, s))
             for i, s in enumerate(adm.skipped, start=1)]
     if not out:
@@ -121,7 +147,7 @@ def round_nodes(trace: Trace, adm: RoundAdmission, rid: str | None) -> list[Node
 
 
 def admission_graph(trace: Trace, rounds: list[RoundAdmission], rid: str | None) -> Graph:
-    g = Graph("admission", attrs={"labelloc": "t", "fontname": "Helvetica"},
+    g = Graph("admission", attrs={"labelloc": "t", "fontname": "Helvetica", "ranksep": "0.2"},
               node_defaults={"shape": "plaintext", "fontname": "Helvetica", "fontsize": "10"})
     g.label = TITLE + (f"\n(request {short_rid(rid)} in bold)" if rid is not None else "")
     g.nodes = [node for adm in rounds for node in round_nodes(trace, adm, rid)]

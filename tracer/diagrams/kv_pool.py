@@ -21,7 +21,7 @@ from tracer.reader import Trace
 from tracer.state import TREE, UNASSIGNED, RoundState
 from tracer.tree import slot_tokens
 
-COLUMNS = 16
+COLUMNS = 10  # a row of slots fits a lesson's column at full text size
 LOCKED, EVICTABLE, FREE_OWNER = "(tree, locked)", "(tree, evictable)", "(free)"
 KIND_COLOR = {LOCKED: TREE_LOCKED, EVICTABLE: TREE_EVICTABLE, UNASSIGNED: ALLOCATED, FREE_OWNER: FREE}
 KIND_TEXT = {LOCKED: "radix tree, locked by a request's prefix", EVICTABLE: "radix tree, cached and evictable",
@@ -66,7 +66,7 @@ def slot_token_ids(states: list[RoundState]) -> list[dict[int, int]]:
 
 def _cell(slot: int, color: str, tid: int | None, texts: dict[int, str]) -> str:
     under = "" if tid is None else html_text(quoted(cut(texts[tid], 6)) if tid in texts else str(tid))
-    return (f'<TD PORT="s{slot}" BGCOLOR="{color}"><FONT POINT-SIZE="8">{slot}</FONT>'
+    return (f'<TD PORT="s{slot}" BGCOLOR="{color}"><FONT COLOR="#555555">{slot}</FONT>'
             f"<BR/>{under or ' '}</TD>")
 
 
@@ -88,7 +88,7 @@ def _html(trace: Trace, state: RoundState, tokens: dict[int, int]) -> Html:
 
     for start in range(0, len(slots), COLUMNS):
         line = slots[start: start + COLUMNS]
-        if all(kinds[s] == FREE_OWNER for s in line) and len(line) == COLUMNS:
+        if all(kinds[s] == FREE_OWNER for s in line):
             free_run += line
             continue
         flush_free()
@@ -118,8 +118,8 @@ def kv_graph(trace: Trace, states: list[RoundState], all_rounds: bool) -> Graph:
     """states: every round up to the one drawn (the slots' tokens come from their batches)."""
     g = Graph("kv", attrs={"labelloc": "t", "fontname": "Helvetica"},
               node_defaults={"shape": "plaintext", "fontname": "Helvetica", "fontsize": "10"})
-    g.label = ("KV pool slots, coloured by who holds them; under each slot number, the token whose K/V it\n"
-               "holds: 'its text' where the trace has it, else its id")
+    g.label = ("KV pool slots, coloured by who holds them;\nunder each slot number, the token whose K/V it holds:\n"
+               "'its text' where the trace has it, else its id")
     tokens = slot_token_ids(states)
     shown = range(len(states)) if all_rounds else [len(states) - 1]
     g.nodes = [Node(f"pool{states[i].round}", _html(trace, states[i], tokens[i])) for i in shown]

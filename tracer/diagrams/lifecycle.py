@@ -3,6 +3,8 @@ processes and the Scheduler's calls into the ModelRunner, top to bottom in the o
 
 from __future__ import annotations
 
+import unicodedata
+
 from tracer import schema as S
 from tracer.diagrams.dot import html_text
 from tracer.diagrams.graph import Cluster, Edge, Graph, Html, Node
@@ -27,10 +29,52 @@ def process_title(lane: str, mine: list[Handoff], tp_procs: list[str]) -> str:
     return PROCESS[lane]
 
 
+WRAP = 22  # characters a line of a label holds, so that a lifecycle's lanes fit a lesson's column
+TAIL = 4  # a last word this short stays on its line, even past WRAP
+TITLE_WRAP = 19  # the same for a lane's title (12 pt): "HTTP server +" over "TokenizerManager"
+
+
+def cells(text: str) -> int:
+    """How wide `text` is in Latin characters: a Chinese character counts two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def pieces(word: str, width: int = WRAP) -> list[str]:
+    """A word wider than `width` in pieces, cut between Chinese characters or, in a name, after an underscore
+    or inside CamelCase, as near its middle as can be (Tokenized|GenerateReqInput); else it stays whole."""
+    name = "'" not in word  # not a token's text: '<|im_start|>' stays whole
+    cuts = [i for i in range(1, len(word)) if cells(word[i - 1:i + 1]) > 2
+            or name and (word[i - 1] == "_" or (word[i - 1].islower() and word[i].isupper()))]
+    if cells(word) <= width or not cuts:
+        return [word]
+    cut = min(cuts, key=lambda c: abs(cells(word) - 2 * cells(word[:c])))
+    return pieces(word[:cut], width) + pieces(word[cut:], width)
+
+
+def wrapped(text: str, width: int = WRAP) -> list[str]:
+    """A label's line broken at spaces into lines of about `width` characters (a long word in pieces)."""
+    lines: list[str] = []
+    words = text.split(" ")
+    for n, word in enumerate(words):
+        for i, piece in enumerate(pieces(word, width)):
+            glue = "" if i else " "  # a word's next piece continues it on the same line when it fits
+            short_end = n == len(words) - 1 and cells(word) <= TAIL  # not "… at position" over "37"
+            if lines and cells(lines[-1] + glue + piece) <= width + (TAIL if short_end else 0):
+                lines[-1] += glue + piece
+            elif piece:
+                lines.append(piece)
+    return lines or [text]
+
+
+def lane_title(title: str) -> str:
+    """A lane's title in lines of about TITLE_WRAP characters; a merged trace's server ("prefill:") alone."""
+    server, _, name = title.rpartition(": ")
+    return "\n".join(([server + ":"] if server else []) + wrapped(name, TITLE_WRAP))
+
+
 def handoff_label(h: Handoff) -> Html:
-    head = f"<B>{html_text(h.type)}</B>"
-    lines = [head + (f"<BR/>{html_text(h.what)}" if h.what else "")]
-    lines += [html_text(f) for f in h.facts]
+    lines = [f"<B>{html_text(part)}</B>" for part in wrapped(h.type)]
+    lines += [html_text(part) for line in ([h.what] if h.what else []) + list(h.facts) for part in wrapped(line)]
     return Html("<BR/>".join(lines))
 
 
@@ -44,7 +88,7 @@ def _tooltip(h: Handoff) -> str:
 def _edge(lk: Link) -> Edge:
     times = f" ×{lk.count}" if lk.count > 1 else ""
     if lk.kind == "message":
-        label = "\n".join([lk.label + times] + lk.facts)
+        label = "\n".join(wrapped(lk.label + times) + [part for f in lk.facts for part in wrapped(f)])
         return Edge(lk.src, lk.dst, {"label": label, "color": "#1f5fa8", "fontcolor": "#1f5fa8",
                                      "penwidth": "1.6"})
     if lk.kind == "call":
@@ -59,15 +103,16 @@ def lifecycle_graph(life: Lifecycle, highlight: int | None = None) -> Graph:
     folded = "; ".join(f"rounds {a}–{b} folded" for a, b in life.folded)
     g = Graph("lifecycle", label=f"Lifecycle of request {life.rid} ({where})" + (f"\n{folded}" if folded else ""),
               attrs={"rankdir": "TB", "labelloc": "t", "fontname": "Helvetica", "newrank": "true",
-                     "nodesep": "0.3", "ranksep": "0.35"},
+                     "nodesep": "0.15", "ranksep": "0.35"},
               node_defaults={"shape": "box", "style": "rounded,filled", "fillcolor": "white",
                              "fontname": "Helvetica", "fontsize": "10"},
-              edge_defaults={"fontname": "Helvetica", "fontsize": "9"})
+              edge_defaults={"fontname": "Helvetica", "fontsize": "10"})
     for lane, title in lane_titles([h.lane for h in life.handoffs]):
         mine = [h for h in life.handoffs if h.lane == lane]
         if not mine:
             continue
-        sub = "" if life.offline else f"\n({process_title(base_lane(lane), mine, life.tp_procs)})"
+        process = f"({process_title(base_lane(lane), mine, life.tp_procs)})"
+        sub = "" if life.offline else "\n" + "\n".join(wrapped(process, TITLE_WRAP))
         nodes = []
         for h in mine:
             attrs = {"tooltip": _tooltip(h)}
@@ -76,9 +121,10 @@ def lifecycle_graph(life: Lifecycle, highlight: int | None = None) -> Graph:
             if highlight is not None and h.round == highlight and h.folded is None:
                 attrs["penwidth"] = "2.5"
             nodes.append(Node(h.id, handoff_label(h), attrs))
-        g.clusters.append(Cluster(lane, title + sub, nodes, attrs={"style": "filled,rounded",
+        g.clusters.append(Cluster(lane, lane_title(title) + sub, nodes, attrs={"style": "filled,rounded",
                                                                    "fillcolor": LANE_FILL[base_lane(lane)],
-                                                                   "color": "#b0b0b0", "fontname": "Helvetica"}))
+                                                                   "color": "#b0b0b0", "fontname": "Helvetica",
+                                                                   "fontsize": "12"}))
     calls = [(lk.src, lk.dst) for lk in life.links if lk.kind == "call"]
     via_runner = {(a, c) for a, b in calls for b2, c in calls if b == b2}  # ScheduleBatch -> … -> result
     g.edges = [_edge(lk) for lk in life.links if not (lk.kind == "lane" and (lk.src, lk.dst) in via_runner)]
