@@ -144,7 +144,8 @@ def whatif_block(scenario: str, sets: dict, prompts: dict, ask: str, trace, lang
     lines = [f'!!! question "{title}"']
     if ask:
         lines += [f"    {ask}", ""]
-    lines += [f"    {run}", "", "    ```bash", f"    {whatif_command(scenario, sets, prompts)}", "    ```", "",
+    lines += [f"    {run}", "", "    ```bash", f"    {whatif_command(scenario, sets, prompts)}",
+              "    ```", "",
               f'    ??? success "{answer}"', "", "        ```text"]
     lines += [f"        {line}" for line in summary(trace)]
     lines += ["        ```", ""]

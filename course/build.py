@@ -120,7 +120,8 @@ class Course:
             scenario = r.need(ph, 1, "a scenario")[0]
             if ph.kind == "whatif":
                 key, sets, prompts = self.whatif(ph)
-                return blocks.whatif_block(scenario, sets, prompts, ph.kw.get("ask", ""), self.traces[key], lang)
+                ask = ph.kw.get("ask", "")
+                return blocks.whatif_block(scenario, sets, prompts, ask, self.traces[key], lang)
             trace, rid, rnd = self.traces[scenario], r.str_arg(ph, "rid"), r.int_arg(ph, "round")
             if ph.kind == "figure":
                 fig = self.figure(ph, r)

@@ -28,8 +28,9 @@ from minisgl.mem_cache.radix_cache import RadixCache
 from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.sampling.sampling_params import SamplingParams
 from minisgl.scheduler.finish_reason import FINISH_ABORT
-from minisgl.scheduler.io_struct import (AbortReq, ContinueGenerationReqInput, FlushCacheReq, FlushCacheReqOutput,
-                                         GetLoadReq, PauseGenerationReqInput, TokenizedGenerateReqInput)
+from minisgl.scheduler.io_struct import (AbortReq, ContinueGenerationReqInput, FlushCacheReq,
+                                         FlushCacheReqOutput, GetLoadReq, PauseGenerationReqInput,
+                                         TokenizedGenerateReqInput)
 from minisgl.scheduler.output_processor import SchedulerOutputProcessorMixin
 from minisgl.scheduler.req import Req
 from minisgl.scheduler.schedule_batch import ScheduleBatch

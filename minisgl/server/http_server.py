@@ -21,7 +21,8 @@ from minisgl import __version__
 from minisgl.server.errors import RequestError, model_not_found, server_shutting_down, server_unavailable
 from minisgl.server.http_guards import install_guards, require_json, require_json_if_body
 from minisgl.server.http_server_args import DEFAULT_MAX_REQUEST_BODY_BYTES
-from minisgl.server.protocol import AbortReqInput, FlushCacheReqInput, ModelCard, ModelList, PauseGenerationInput
+from minisgl.server.protocol import (AbortReqInput, FlushCacheReqInput, ModelCard, ModelList,
+                                     PauseGenerationInput)
 from minisgl.server.router_endpoints import WorkerInfo, add_router_routes
 from minisgl.server.serving_base import read_request
 from minisgl.server.serving_chat import OpenAIServingChat

@@ -118,8 +118,8 @@ def kv_graph(trace: Trace, states: list[RoundState], all_rounds: bool) -> Graph:
     """states: every round up to the one drawn (the slots' tokens come from their batches)."""
     g = Graph("kv", attrs={"labelloc": "t", "fontname": "Helvetica"},
               node_defaults={"shape": "plaintext", "fontname": "Helvetica", "fontsize": "10"})
-    g.label = ("KV pool slots, coloured by who holds them;\nunder each slot number, the token whose K/V it holds:\n"
-               "'its text' where the trace has it, else its id")
+    g.label = ("KV pool slots, coloured by who holds them;\nunder each slot number, the token whose K/V it "
+               "holds:\n'its text' where the trace has it, else its id")
     tokens = slot_token_ids(states)
     shown = range(len(states)) if all_rounds else [len(states) - 1]
     g.nodes = [Node(f"pool{states[i].round}", _html(trace, states[i], tokens[i])) for i in shown]

@@ -74,7 +74,8 @@ def lane_title(title: str) -> str:
 
 def handoff_label(h: Handoff) -> Html:
     lines = [f"<B>{html_text(part)}</B>" for part in wrapped(h.type)]
-    lines += [html_text(part) for line in ([h.what] if h.what else []) + list(h.facts) for part in wrapped(line)]
+    lines += [html_text(part) for line in ([h.what] if h.what else []) + list(h.facts)
+              for part in wrapped(line)]
     return Html("<BR/>".join(lines))
 
 

@@ -6,14 +6,14 @@ _UNKNOWN = ("only the arguments of the log line for a message of an unknown type
 _FAILED = ("only the arguments of the log line for a handler that raised change; the handlers do not raise "
            "on what the other processes send, and logging never raises on a bad format")
 
-_RESCUED = ("the waiter aborts no request (a rid of None is not filed), but generate_request's `finally` "
-            "does: the state is still filed when the 499 is raised, so the same AbortReq goes out before the "
-            "error, as it would have (the unit tests call the waiter alone, without that `finally`, and catch "
-            "it)")
+_RESCUED = ("the waiter aborts no request (a rid of None is not filed), but generate_request's "
+            "`finally` does: the state is still filed when the 499 is raised, so the same AbortReq goes out "
+            "before the error, as it would have (the unit tests call the waiter alone, without that "
+            "`finally`, and catch it)")
 
-_LAST_WAKE = ("`continue` -> `break` for a waiter without stream that is woken before its finish: the "
-              "scheduler sends such a request nothing before it finishes (stream_output), so its first wake is "
-              "its last (the unit tests file pieces by hand, and catch it)")
+_LAST_WAKE = ("`continue` -> `break` for a waiter without stream that is woken before its finish: "
+              "the scheduler sends such a request nothing before it finishes (stream_output), so its first "
+              "wake is its last (the unit tests file pieces by hand, and catch it)")
 
 EQUIVALENT = {
     "TokenizerManager._wait_one_response#8": _RESCUED,
