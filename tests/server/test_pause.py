@@ -64,5 +64,6 @@ def test_a_mode_minisgl_lacks_is_refused_and_nothing_pauses(http, body):
     assert resp.status_code == 400
     error = resp.json()["error"]
     assert "in_place" in error["message"] and error["type"] == "invalid_request_error"
-    answered = http.post("/generate", json={**BODY, "rid": f"NOT-PAUSED-{len(body)}"}).json()
+    rid = f"NOT-PAUSED-{body.get('mode', 'default')}"  # a rid of its own: never reused in the shared trace
+    answered = http.post("/generate", json={**BODY, "rid": rid}).json()
     assert answered["meta_info"]["finish_reason"]["type"] == "length"

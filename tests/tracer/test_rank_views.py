@@ -11,6 +11,7 @@ import io
 import pytest
 from rich.console import Console
 
+from tests.diagrams.helpers import squashed
 from tracer.diagrams import build_graph, render_diagram
 from tracer.show import rounds_table
 
@@ -55,7 +56,7 @@ def test_dp_lifecycle_draws_the_dispatch_and_the_rank_s_scheduler(scenario_runs)
     assert "scheduler_dp1 process: dp rank 1" in titles["sched"]
     assert "scheduler_dp1 process: dp rank 1" in titles["model"]
     edges = {(e.src, e.dst) for e in graph.edges
-             if str(e.attrs.get("label", "")).startswith("TokenizedGenerateReqInput")}
+             if squashed(str(e.attrs.get("label", ""))).startswith("TokenizedGenerateReqInput")}
     assert edges == {("tm_3", dispatch.id), (dispatch.id, "sched_1")}  # TM -> controller -> rank 1
     dot = render_diagram(trace, "lifecycle", "dot", rid="R2")
     assert "no send in the trace" not in dot and "never received" not in dot
