@@ -49,16 +49,23 @@ def stream_chat(
     return {"rid": rid, "text": text, "sse_messages": chunks}
 
 
-def wait_idle(url: str, timeout: float = 120) -> dict[str, Any]:
-    """Poll /health until nothing runs or waits (an aborted request has been let go)."""
+def wait_load(url: str, done: Callable[[dict[str, Any]], bool], what: str, timeout: float = 120,
+              poll: float = 0.1) -> dict[str, Any]:
+    """Poll /health until `done(load)` holds for the scheduler's load; else raise, saying `what` was awaited."""
     deadline = time.monotonic() + timeout
     while True:
         resp = httpx.get(f"{url}/health", timeout=30)
         if resp.status_code != 200:  # e.g. the TokenizerManager no longer hears the scheduler's replies
             raise RuntimeError(f"GET /health answered {resp.status_code}: {resp.text[:500]}")
         load = resp.json()["load"]
-        if load["num_running_reqs"] == 0 and load["num_waiting_reqs"] == 0:
+        if done(load):
             return load
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the server still has requests after {timeout} s: {load}")
-        time.sleep(0.1)
+            raise RuntimeError(f"after {timeout:.0f} s, {what}: {load}")
+        time.sleep(poll)
+
+
+def wait_idle(url: str, timeout: float = 120) -> dict[str, Any]:
+    """Poll /health until nothing runs or waits (an aborted request has been let go)."""
+    return wait_load(url, lambda load: load["num_running_reqs"] == 0 and load["num_waiting_reqs"] == 0,
+                     "the server still has requests", timeout)

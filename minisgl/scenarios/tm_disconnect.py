@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 from minisgl.scenarios.base import Look, Scenario
 from minisgl.scenarios.look import first
@@ -26,17 +25,9 @@ def _body(rid: str) -> dict:
 
 
 def _waiting_until(url: str, done, what: str) -> None:
-    import httpx
+    from minisgl.scenarios.http_client import wait_load
 
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        load = httpx.get(f"{url}/health", timeout=30).json()["load"]
-        if done(load["num_waiting_reqs"]):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"after {WAIT_S} s, {what} (the scheduler's queue holds "
-                               f"{load['num_waiting_reqs']})")
-        time.sleep(0.05)
+    wait_load(url, lambda load: done(load["num_waiting_reqs"]), what, timeout=WAIT_S, poll=0.05)
 
 
 def drive(url: str) -> dict:
