@@ -14,18 +14,27 @@ from minisgl.model_loader.loader import load_model_config, load_tokenizer, resol
 
 # ---- three workers ----------------------------------------------------------------------------------------
 # `make test` runs the suite on three pytest-xdist workers (--dist loadgroup). Each worker is its own process with
-# its own session fixtures, so tests that share something expensive are kept on one worker: a module goes to
-# the group of the first expensive fixture any of its tests uses, else it is a group of its own (so a
-# module-scoped fixture is built once). The expensive groups run first, one on each worker; the small modules
-# fill the rest of the workers' time.
+# its own session fixtures. What every worker may need and is worth making once per run (the scenario runs, the
+# course cache, the lesson site) is made by `made_once`: the first worker to ask makes it while the others wait,
+# then all read it. What cannot travel between processes (a loaded model, a running server) is kept on one worker
+# instead: a module goes to the group of the first such fixture any of its tests uses, else it is a group of its
+# own (so a module-scoped fixture is built once). The shared groups and the long modules go first; the small
+# modules fill the rest of the workers' time.
 SHARED_GROUPS = [
-    # the scenario runs (a real server for some), and the lesson site built from all of them
-    ("scenario_runs", {"scenario_runs", "course_cache"}),
     # transformers' float32 model and its greedy answers (the one server test that also compares logprobs
     # with transformers' starts its own session server there)
     ("transformers", {"hf_model_fp32", "hf_answers"}),
     # the session's `minisgl serve`
     ("server", {"server"}),
+]
+# modules of a minute or more (measured with --durations), started first so none of them is left for the end
+LONG_MODULES = [
+    "tests/labs/test_bugs.py",
+    "tests/lessons/test_browser.py",
+    "tests/lessons/test_figures.py",
+    "tests/labs/test_cli.py",
+    "tests/labs/test_catalog.py",
+    "tests/labs/test_mutants.py",
 ]
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -73,8 +82,39 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _rank(group: str) -> int:
-    names = [name for name, _ in SHARED_GROUPS]
+    names = [name for name, _ in SHARED_GROUPS] + LONG_MODULES
     return names.index(group) if group in names else len(names)
+
+
+def made_once(tmp_path_factory, name: str, make):
+    """(folder, value): `make(folder)` run once per test run, whichever worker asks first; the others wait on its
+    lock and get the same folder and (pickled) value. A skip while making is remembered and repeated."""
+    import pickle
+
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    shared = root / "made-once"
+    shared.mkdir(exist_ok=True)
+    folder, done = shared / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.exists():
+            if folder.exists():  # a worker that failed to make it: start again
+                import shutil
+
+                shutil.rmtree(folder)
+            folder.mkdir()
+            try:
+                record = ("made", make(folder))
+            except pytest.skip.Exception as e:
+                record = ("skip", e.msg)
+            done.write_bytes(pickle.dumps(record))
+    kind, value = pickle.loads(done.read_bytes())
+    if kind == "skip":
+        pytest.skip(value)
+    return folder, value
 
 
 CHAT_PROMPTS = [
@@ -196,8 +236,9 @@ class Ran:
 
 @pytest.fixture(scope="session")
 def scenario_runs(base_engine, tmp_path_factory):
-    """ran(name): the scenario run on the real engine (the offline ones on the session's shared weights, the
-    server ones on a real `minisgl serve`) the first time any test asks for it; the same run after that."""
+    """ran(name): the scenario run on the real engine (the offline ones on the worker's shared weights, the
+    server ones on a real `minisgl serve`) the first time any test of the run asks for it, on any worker; the
+    same run after that."""
     from minisgl.scenarios import get
     from minisgl.scenarios.driver import run
     from minisgl.scenarios.pd_server import NoRouter
@@ -205,15 +246,17 @@ def scenario_runs(base_engine, tmp_path_factory):
 
     runs: dict[str, Ran] = {}
 
+    def make(sc, folder):
+        try:
+            return run(sc, str(folder), loaded=base_engine)
+        except NoRouter as e:  # pd_disaggregation without .venv-router
+            pytest.skip(str(e))
+
     def ran(name: str) -> Ran:
         if name not in runs:
             sc = get(name)
-            folder = str(tmp_path_factory.mktemp(f"scenario-{name}"))
-            try:
-                outcome = run(sc, folder, loaded=base_engine)
-            except NoRouter as e:  # pd_disaggregation without .venv-router
-                pytest.skip(str(e))
-            runs[name] = Ran(sc, folder, outcome, load_trace(folder))
+            folder, outcome = made_once(tmp_path_factory, f"scenario-{name}", lambda f: make(sc, f))
+            runs[name] = Ran(sc, str(folder), outcome, load_trace(str(folder)))
         return runs[name]
 
     return ran

@@ -2,7 +2,7 @@
 
 The scenarios the suite already runs (tests/conftest.py `scenario_runs`) are copied into a course trace
 cache keyed by the engine's source hash, so `mkdocs build --strict` fills every page in without running
-the engine again.
+the engine again. The cache and the site are made once per test run, whichever worker asks first.
 """
 
 from __future__ import annotations
@@ -15,20 +15,27 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import made_once
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
 def course_cache(request, tmp_path_factory) -> Path:
-    """MINISGL_COURSE_CACHE when set (a writer's warm cache: `make lessons` filled it), else the session's
-    own scenario runs."""
-    from course.traces import UNAVAILABLE, engine_hash
-    from minisgl.scenarios import NAMES
-
+    """MINISGL_COURSE_CACHE when set (a writer's warm cache: `make lessons` filled it), else the run's own
+    scenario runs (made once, on whichever worker asks first)."""
     if os.environ.get("MINISGL_COURSE_CACHE"):
         return Path(os.environ["MINISGL_COURSE_CACHE"])
     scenario_runs = request.getfixturevalue("scenario_runs")
-    root = tmp_path_factory.mktemp("course-cache")
+    engine = request.getfixturevalue("base_engine")
+    root, _ = made_once(tmp_path_factory, "course-cache", lambda root: _fill(root, scenario_runs, engine))
+    return root
+
+
+def _fill(root: Path, scenario_runs, engine) -> None:
+    from course.traces import UNAVAILABLE, engine_hash
+    from minisgl.scenarios import NAMES
+
     folder = root / engine_hash()
     for name in NAMES:
         try:
@@ -39,8 +46,7 @@ def course_cache(request, tmp_path_factory) -> Path:
             continue
         shutil.copytree(ran.folder, folder / name)
         (folder / name / "DONE").write_text("from the test session's scenario runs\n")
-    _run_whatifs(root, request.getfixturevalue("base_engine"))
-    return root
+    _run_whatifs(root, engine)
 
 
 def _run_whatifs(root: Path, engine) -> None:
@@ -67,11 +73,14 @@ def unavailable(course_cache: Path, name: str) -> str | None:
 @pytest.fixture(scope="session")
 def built_site(course_cache, tmp_path_factory) -> Path:
     pytest.importorskip("mkdocs", reason="the docs extra is not installed (make test installs it)")
-    site = tmp_path_factory.mktemp("site")
+    site, _ = made_once(tmp_path_factory, "site", lambda site: _build(site, course_cache))
+    return site
+
+
+def _build(site: Path, course_cache: Path) -> None:
     env = {**os.environ, "MINISGL_COURSE_CACHE": str(course_cache), "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
                           cwd=REPO / "lessons", env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
     if not os.environ.get("MINISGL_COURSE_CACHE"):
         assert "running" not in done.stderr, "the build ran a scenario the session had already run:\n" + done.stderr
-    return site
