@@ -94,6 +94,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--server", default=None, metavar="NAME",
                    help="a merged trace (`trace merge`): the server whose rounds the round, kv, radix and admission "
                         "views draw (default: decode); the lifecycle spans every server")
+    e.add_argument("--lang", choices=("en", "zh"), default="en",
+                   help="the language of a diagram's words (zh: Chinese, as on the course's Chinese pages; "
+                        "token text and the engine's names stay as the trace has them)")
     e.add_argument("-o", "--output",
                    help="the file to write; '-' for stdout (default: DIR/trace<suffix>, or "
                         "DIR/<view>[-RID][-roundN].<dot|svg|png|mmd>)")
@@ -185,7 +188,8 @@ def _diagram(args: argparse.Namespace, fmt: str, trace) -> int:
     from tracer.diagrams.select import resolve_rid
 
     view = args.view or "lifecycle"
-    out = render_diagram(trace, view, fmt, rid=args.rid, round=args.round, all_rounds=args.all_rounds)
+    out = render_diagram(trace, view, fmt, rid=args.rid, round=args.round, all_rounds=args.all_rounds,
+                         lang=args.lang)
     data = out if isinstance(out, bytes) else out.encode("utf-8")
     if args.output == "-":
         sys.stdout.buffer.write(data)

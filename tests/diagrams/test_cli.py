@@ -101,3 +101,12 @@ def test_svg_without_graphviz_says_what_to_install(tmp_path):
         done = run(ENGINE, "--view", "radix", "--format", fmt, "-o", tmp_path / f"x.{fmt}", env=no_dot)
         assert done.returncode == 0, done.stderr
         assert (tmp_path / f"x.{fmt}").stat().st_size > 0
+
+
+def test_lang_zh_draws_the_words_in_chinese(capsys):
+    assert main(["trace", "export", str(CHAT), "--view", "lifecycle", "--format", "mermaid", "--lang", "zh",
+                 "-o", "-"]) == 0
+    zh = capsys.readouterr().out
+    assert "ChatCompletionRequest" in zh and "已结束" in zh and "finished" not in zh
+    done = run(CHAT, "--format", "dot", "--lang", "fr", "-o", "-")
+    assert done.returncode == 2 and "argument --lang: invalid choice: 'fr'" in done.stderr

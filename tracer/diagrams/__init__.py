@@ -19,6 +19,7 @@ from pathlib import Path
 from tracer.diagrams.errors import DiagramError
 from tracer.diagrams.graph import Graph
 from tracer.diagrams.graphviz import GraphvizMissing, dot_program
+from tracer.diagrams.lang import LANGS, language
 from tracer.reader import Trace
 
 VIEWS = ("lifecycle", "round", "kv", "radix", "admission")
@@ -28,6 +29,7 @@ SUFFIX = {"dot": ".dot", "svg": ".svg", "png": ".png", "mermaid": ".mmd"}
 
 __all__ = [
     "FORMATS",
+    "LANGS",
     "MERMAID_VIEWS",
     "SUFFIX",
     "VIEWS",
@@ -117,7 +119,7 @@ def _mermaid(trace: Trace, view: str, rid: str | None, round: int | None, all_ro
 
 
 def render_diagram(trace: Trace, view: str, fmt: str, rid: str | None = None, round: int | None = None,
-                   all_rounds: bool = False) -> str | bytes:
+                   all_rounds: bool = False, lang: str = "en") -> str | bytes:
     """The diagram as text (dot, mermaid) or image bytes (svg, png).
 
     view: lifecycle (needs a request: `rid`, or the trace's only one), round, kv or radix (these draw
@@ -125,15 +127,19 @@ def render_diagram(trace: Trace, view: str, fmt: str, rid: str | None = None, ro
     admission (`round`, by default the first round the request, or any request, waited for admission).
     In a --dp-size trace these four draw the scheduler of the request's rank (rank 0 without one).
     all_rounds: lifecycle draws every decode round instead of folding long runs; the others draw every
-    round. Raises DiagramError (a TraceError) with a one-line reason; GraphvizMissing for svg/png
-    without Graphviz's `dot` program.
+    round. lang: "en", or "zh" for the words in Chinese (the trace's names and token text stay as they are).
+    Raises DiagramError (a TraceError) with a one-line reason; GraphvizMissing for svg/png without
+    Graphviz's `dot` program.
     """
     _check(view, fmt, round, all_rounds)
-    if fmt == "mermaid":
-        return _mermaid(trace, view, rid, round, all_rounds)
-    from tracer.diagrams.dot import to_dot
+    if lang not in LANGS:
+        raise DiagramError(f"unknown language {lang!r}: expected one of {', '.join(LANGS)}")
+    with language(lang):
+        if fmt == "mermaid":
+            return _mermaid(trace, view, rid, round, all_rounds)
+        from tracer.diagrams.dot import to_dot
 
-    text = to_dot(build_graph(trace, view, rid, round, all_rounds))
+        text = to_dot(build_graph(trace, view, rid, round, all_rounds))
     if fmt == "dot":
         return text
     from tracer.diagrams.graphviz import run_dot
@@ -142,9 +148,9 @@ def render_diagram(trace: Trace, view: str, fmt: str, rid: str | None = None, ro
 
 
 def write_diagram(trace: Trace, path: str | Path, view: str, fmt: str, rid: str | None = None,
-                  round: int | None = None, all_rounds: bool = False) -> Path:
+                  round: int | None = None, all_rounds: bool = False, lang: str = "en") -> Path:
     """render_diagram, written to `path` (its folder must exist). Returns the path."""
-    out = render_diagram(trace, view, fmt, rid, round, all_rounds)
+    out = render_diagram(trace, view, fmt, rid, round, all_rounds, lang)
     path = Path(path)
     if isinstance(out, bytes):
         path.write_bytes(out)

@@ -20,6 +20,7 @@ from tracer.admission import (
 from tracer.check_admission import BUDGETS
 from tracer.diagrams.dot import html_text, visible
 from tracer.diagrams.graph import Edge, Graph, Html, Node
+from tracer.diagrams.lang import tr
 from tracer.diagrams.text import rid_colors
 from tracer.fmt import short_rid
 from tracer.reader import Trace
@@ -40,10 +41,15 @@ TITLE = ("Admission: the PrefillAdder's candidates in the order considered,\n"
 
 def _td(text: str, bg: str | None = None, bold: bool = False, span: int = 1, left: bool = False,
         frame: str | None = None, wrap: str | None = None) -> str:
-    """wrap: a line break at the first `wrap` in the text, after its last space (the text reads the same)."""
+    """wrap: a line break at the first `wrap` in the text, after its last space (the text reads the same); in
+    Chinese, after a full-width colon or before a full-width parenthesis."""
+    text = tr(text)
+    if wrap and wrap not in text:
+        wrap = {": ": "：", " (": "（"}.get(wrap, wrap)
     attrs = (f' COLSPAN="{span}"' if span > 1 else "") + (f' BGCOLOR="{bg}"' if bg else "") + (
         ' ALIGN="LEFT" BALIGN="LEFT"' if left else "") + (f' BORDER="2" COLOR="{frame}"' if frame else "")
-    at = text.find(wrap) + wrap.rfind(" ") + 1 if wrap and wrap in text else 0
+    at = text.find(wrap) + (wrap.rfind(" ") + 1 if " " in wrap else len(wrap) if wrap == "：" else 0) \
+        if wrap and wrap in text else 0
     body = html_text(text[:at]) + "<BR/>" + html_text(text[at:]) if 0 < at < len(text) else html_text(text)
     body = body or " "
     return f"<TD{attrs}>{f'<B>{body}</B>' if bold else body}</TD>"
@@ -180,14 +186,15 @@ def _mermaid_pass(n: int, i: int, p: AdderPass, indent: str) -> list[str]:
         out.append(f"{indent}class {dec} {c.decision}")
         prev = dec
     if p.not_considered:
-        out.append(f'{indent}{pre}_nc["never considered: {_m(", ".join(p.not_considered))}"]')
+        out.append(f'{indent}{pre}_nc["{_m("never considered: " + ", ".join(p.not_considered))}"]')
         out.append(f"{indent}{prev} -.-> {pre}_nc")
     return out
 
 
 def _mermaid_skipped(n: int, i: int, s: Skipped, indent: str) -> list[str]:
-    text = f"round {n}: no PrefillAdder ran<br/>{_m(s.reason)}: {s.num_running} running of {s.max_running_requests}"
-    return [f'{indent}r{n}_skipped{i}["{text}<br/>waiting: {_m(", ".join(s.waiting))}"]',
+    text = f"{_m(f'round {n}: no PrefillAdder ran')}<br/>{_m(s.reason)}: " \
+           f"{_m(f'{s.num_running} running of {s.max_running_requests}')}"
+    return [f'{indent}r{n}_skipped{i}["{text}<br/>{_m("waiting: " + ", ".join(s.waiting))}"]',
             f"{indent}class r{n}_skipped{i} refused"]
 
 
@@ -196,20 +203,21 @@ def admission_mermaid(rounds: list[RoundAdmission]) -> str:
     view colours its rows."""
     out = []
     if len(rounds) == 1:
-        out += ["---", f"title: {json.dumps(visible(f'Admission in round {rounds[0].round}'))}", "---"]
+        title = tr(f"Admission in round {rounds[0].round}")
+        out += ["---", f"title: {json.dumps(visible(title), ensure_ascii=False)}", "---"]
     out += ["flowchart TD", f"    classDef admitted fill:{ADMITTED}", f"    classDef chunked fill:{CHUNKED_CELL}",
             f"    classDef refused fill:{REFUSED_CELL}"]
     for adm in rounds:
         indent = "    "
         if len(rounds) > 1:
-            out.append(f'    subgraph r{adm.round}["round {adm.round}"]')
+            out.append(f'    subgraph r{adm.round}["{_m(f"round {adm.round}")}"]')
             indent = "        "
         for i, p in enumerate(adm.passes, start=1):
             out += _mermaid_pass(adm.round, i, p, indent)
         for i, s in enumerate(adm.skipped, start=1):
             out += _mermaid_skipped(adm.round, i, s, indent)
         if adm.empty:
-            out.append(f'{indent}r{adm.round}_none["round {adm.round}: nothing was waiting"]')
+            out.append(f'{indent}r{adm.round}_none["{_m(f"round {adm.round}: nothing was waiting")}"]')
         if len(rounds) > 1:
             out.append("    end")
     return "\n".join(out) + "\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from tracer.diagrams.graph import Cluster, Edge, Graph, Html, Node
+from tracer.diagrams.lang import tr
 
 _PLAIN_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # "]" too: Graphviz (2.43) rejects an HTML label whose text starts with it
@@ -21,8 +22,9 @@ def visible(text: str) -> str:
 
 
 def html_text(text: str) -> str:
-    """Text for inside an Html label: markup characters escaped, control characters made visible."""
-    return "".join(_HTML_ESCAPES.get(c, c) for c in visible(text))
+    """Text for inside an Html label, in the diagram's language: markup characters escaped, control
+    characters made visible."""
+    return "".join(_HTML_ESCAPES.get(c, c) for c in visible(tr(text)))
 
 
 def quote(text: str) -> str:
@@ -39,8 +41,12 @@ def _value(value: str) -> str:
     return f"<{value}>" if isinstance(value, Html) else quote(str(value))
 
 
+LABELS = ("label", "xlabel", "headlabel", "taillabel")  # what a reader reads: in the diagram's language
+
+
 def _attr_list(attrs: dict[str, str]) -> str:
-    return ", ".join(f"{k}={_value(v)}" for k, v in sorted(attrs.items()))
+    return ", ".join(f"{k}={_value(tr(v) if k in LABELS and not isinstance(v, Html) else v)}"
+                     for k, v in sorted(attrs.items()))
 
 
 def _node(n: Node, indent: str) -> str:
@@ -57,7 +63,7 @@ def _cluster(c: Cluster, indent: str) -> list[str]:
     lines = [f"{indent}subgraph {_id('cluster_' + c.id)} {{"]
     inner = indent + "  "
     for k, v in sorted({"label": c.label, **c.attrs}.items()):
-        lines.append(f"{inner}{k}={_value(v)};")
+        lines.append(f"{inner}{k}={_value(tr(v) if k in LABELS and not isinstance(v, Html) else v)};")
     for sub in c.clusters:
         lines += _cluster(sub, inner)
     lines += [_node(n, inner) for n in c.nodes]

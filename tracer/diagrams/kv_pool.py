@@ -82,8 +82,8 @@ def _html(trace: Trace, state: RoundState, tokens: dict[int, int]) -> Html:
 
     def flush_free() -> None:
         if free_run:
-            rows.append(f'<TR><TD COLSPAN="{COLUMNS}" BGCOLOR="{FREE}">slots {free_run[0]}–{free_run[-1]}: '
-                        f"free</TD></TR>")
+            free = html_text(f"slots {free_run[0]}–{free_run[-1]}: free")
+            rows.append(f'<TR><TD COLSPAN="{COLUMNS}" BGCOLOR="{FREE}">{free}</TD></TR>')
             free_run.clear()
 
     for start in range(0, len(slots), COLUMNS):

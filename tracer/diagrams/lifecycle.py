@@ -9,6 +9,7 @@ from tracer import schema as S
 from tracer.diagrams.dot import html_text
 from tracer.diagrams.graph import Cluster, Edge, Graph, Html, Node
 from tracer.diagrams.handoffs import Handoff, Lifecycle, Link
+from tracer.diagrams.lang import tr
 from tracer.diagrams.lanes import base_lane, lane_titles
 from tracer.reader import Trace
 
@@ -52,7 +53,9 @@ def pieces(word: str, width: int = WRAP) -> list[str]:
 
 
 def wrapped(text: str, width: int = WRAP) -> list[str]:
-    """A label's line broken at spaces into lines of about `width` characters (a long word in pieces)."""
+    """A label's line, in the diagram's language, broken at spaces into lines of about `width` characters (a
+    long word in pieces)."""
+    text = tr(text)
     lines: list[str] = []
     words = text.split(" ")
     for n, word in enumerate(words):

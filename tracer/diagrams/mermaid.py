@@ -7,6 +7,7 @@ import json
 
 from tracer.diagrams.dot import visible
 from tracer.diagrams.handoffs import Handoff, Lifecycle, Link
+from tracer.diagrams.lang import tr
 from tracer.diagrams.lanes import base_lane, lane_titles
 from tracer.diagrams.radix_tree import PATH_COLOR, RadixPicture
 from tracer.diagrams.text import TREE_EVICTABLE, TREE_LOCKED
@@ -16,8 +17,9 @@ _CODES = {"#": "#35;", ";": "#59;", "<": "#lt;", ">": "#gt;", '"': "#quot;", "&"
 
 
 def escape(text: str) -> str:
-    """Mermaid entity codes for the characters its grammar reads (# ; < > " &), so any token text is safe."""
-    return "".join(_CODES.get(c, c) for c in visible(text))
+    """Text in the diagram's language, with Mermaid entity codes for the characters its grammar reads
+    (# ; < > " &), so any token text is safe."""
+    return "".join(_CODES.get(c, c) for c in visible(tr(text)))
 
 
 def _lines(*parts: str) -> str:
@@ -25,7 +27,7 @@ def _lines(*parts: str) -> str:
 
 
 def _note(h: Handoff) -> str:
-    head = f"{h.type} · {h.what}" if h.what else h.type
+    head = f"{tr(h.type)} · {tr(h.what)}" if h.what else h.type
     return f"    Note over {_actor(h.lane)}: {_lines(head, *h.facts)}"
 
 
@@ -61,7 +63,7 @@ def radix_mermaid(pictures: list[RadixPicture]) -> str:
     view does: locked, evictable, and the request's path."""
     out = []
     if len(pictures) == 1:
-        out += ["---", f"title: {json.dumps(visible(pictures[0].title), ensure_ascii=False)}", "---"]
+        out += ["---", f"title: {json.dumps(visible(tr(pictures[0].title)), ensure_ascii=False)}", "---"]
     out += ["flowchart TD",
             f"    classDef locked fill:{TREE_LOCKED}",
             f"    classDef evictable fill:{TREE_EVICTABLE}",
