@@ -84,7 +84,7 @@ class Course:
                 continue  # built as a notice (page()), with no figure
             for ph in self._placeholders(text):
                 if ph.kind == "figure" and ph.kw.get("fmt", "svg") == "svg":
-                    fig = self.figure(ph, Resolver(self.facts, page_slug(src)))
+                    fig = self.figure(ph, Resolver(self.facts, page_slug(src)), page_lang(src))
                     if fig.path() not in drawn:
                         drawn[fig.path()] = fig.render(self.traces[fig.scenario], "svg")
         sync(docs_dir, drawn)
@@ -94,10 +94,10 @@ class Course:
         return [parse(m.group(0)) for m in find(text)]
 
     # -- one page ---------------------------------------------------------------------------------------
-    def figure(self, ph: Placeholder, r: Resolver) -> Figure:
+    def figure(self, ph: Placeholder, r: Resolver, lang: str = "en") -> Figure:
         scenario, view = r.need(ph, 2, "a scenario and a view")[:2]
         return Figure(scenario, view, r.str_arg(ph, "rid"), r.int_arg(ph, "round"), "all" in ph.flags,
-                      r.str_arg(ph, "server"))
+                      r.str_arg(ph, "server"), lang)
 
     def page(self, markdown: str, src_uri: str) -> str:
         r, lang = Resolver(self.facts, page_slug(src_uri)), page_lang(src_uri)
@@ -124,7 +124,7 @@ class Course:
                 return blocks.whatif_block(scenario, sets, prompts, ask, self.traces[key], lang)
             trace, rid, rnd = self.traces[scenario], r.str_arg(ph, "rid"), r.int_arg(ph, "round")
             if ph.kind == "figure":
-                fig = self.figure(ph, r)
+                fig = self.figure(ph, r, lang)
                 if ph.kw.get("fmt", "svg") == "mermaid":
                     text = str(fig.render(trace, "mermaid")).strip()
                     fit = SEQUENCE_FIT if text.startswith("sequenceDiagram") else ""

@@ -1,7 +1,7 @@
 """The figures of the course: tracer diagram views of scenario traces, as SVG files or mermaid text.
 
-Each figure's file name follows from what it draws (scenario, view, request, round), so the same
-placeholder on the English and the Chinese page shows the same file.
+Each figure's file name follows from what it draws (scenario, view, request, round) and its language: the
+same placeholder draws the English page's figure and, with its words in Chinese, the Chinese page's.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ class Figure:
     round: int | None = None
     all_rounds: bool = False
     server: str | None = None  # a merged trace (pd_disaggregation): draw this server's part alone
+    lang: str = "en"  # the language of its words (tracer/diagrams/lang.py)
 
     def path(self) -> str:
         parts = [self.view]
@@ -33,9 +34,13 @@ class Figure:
             parts.append("all")
         if self.server:
             parts.append(self.server)
+        if self.lang != "en":
+            parts.append(self.lang)
         return f"{FOLDER}/{self.scenario}/{'-'.join(parts)}.svg"
 
     def alt(self) -> str:
+        if self.lang == "zh":
+            return self._alt_zh()
         what = f"the {self.view} view of the {self.scenario} scenario"
         if self.rid:
             what += f", request {self.rid}"
@@ -45,12 +50,23 @@ class Figure:
             what += f", on the {self.server} server"
         return what
 
+    def _alt_zh(self) -> str:
+        what = f"{self.scenario} 场景的 {self.view} 视图"
+        if self.rid:
+            what += f"，请求 {self.rid}"
+        if self.round is not None:
+            what += f"，第 {self.round} 轮"
+        if self.server:
+            what += f"，{self.server} 服务器上"
+        return what
+
     def render(self, trace, fmt: str) -> str | bytes:
         if self.server:
             from tracer.servers import pick_server
 
             trace = pick_server(trace, self.server)  # as `minisgl trace export --server` draws it
-        return render_diagram(trace, self.view, fmt, rid=self.rid, round=self.round, all_rounds=self.all_rounds)
+        return render_diagram(trace, self.view, fmt, rid=self.rid, round=self.round, all_rounds=self.all_rounds,
+                              lang=self.lang)
 
 
 def write_if_changed(path: Path, data: bytes) -> bool:

@@ -78,3 +78,30 @@ def test_each_lesson_links_the_glossary_terms_it_uses(built_site: Path, lang: st
         used = {g.anchor for g in GLOSSARY if re.search(g.zh if lang == "zh" else g.en, text)}
         missing += [f"{page.parent.name}: {anchor}" for anchor in sorted(used - _linked(html))]
     assert not missing, "\n".join(missing)
+
+
+def test_the_figures_of_a_chinese_page_speak_chinese(built_site: Path, course_cache: Path):
+    """Each figure of a zh lesson page is drawn in Chinese (its own -zh.svg file, its mermaid text), with the
+    trace's own words (token text, names, the engine's messages) left as they are."""
+    from course.traces import engine_hash
+    from tests.tracer.test_diagram_lang import english_words, mermaid_words, messages
+    from tracer.reader import load_trace
+
+    runs = [folder for folder in sorted((course_cache / engine_hash()).iterdir()) if (folder / "DONE").exists()]
+    said = sorted({m for folder in runs for m in messages(load_trace(str(folder)))}, key=len, reverse=True)
+    left, figures = [], 0
+    for page in sorted((built_site / "zh" / "lessons").rglob("index.html")):
+        text = page.read_text(encoding="utf-8")
+        where = page.relative_to(built_site).parent
+        for src in re.findall(r'<img[^>]* src="([^"]+\.svg)"', text):
+            assert src.endswith("-zh.svg"), f"{where}: {src} is the English figure"
+            svg = (page.parent / src).resolve().read_text(encoding="utf-8")
+            words = english_words(" ".join(re.findall(r"<text[^>]*>(.*?)</text>", svg, re.DOTALL)), said)
+            left += [f"{where}: {src}: {w}" for w in dict.fromkeys(words)]
+            figures += 1
+        for block in re.findall(r'<pre class="mermaid"><code>(.*?)</code></pre>', text, re.DOTALL):
+            words = english_words(mermaid_words(html.unescape(block)), said)
+            left += [f"{where}: mermaid: {w}" for w in dict.fromkeys(words)]
+            figures += 1
+    assert figures > 20, f"only {figures} figures on the zh lesson pages"
+    assert not left, "English words in the figures of Chinese pages:\n" + "\n".join(left)
