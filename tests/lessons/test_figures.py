@@ -131,3 +131,21 @@ def test_a_figure_opens_full_size_in_the_lightbox_with_its_caption(
     assert slide.locator(".gslide-title").inner_text().strip() == alt
     page.keyboard.press("Escape")
     page.close()
+
+
+@pytest.mark.parametrize("lang", ["", "zh/"])
+def test_a_mermaid_figure_opens_full_size_in_the_lightbox(
+        browser, site_url: str, built_site: Path, lang: str):  # noqa: F811 (fixtures)
+    page = open_page(browser, site_url + f"/{lang}lessons/processes-messages/")
+    figure = page.locator("article div.mermaid[data-lightbox]").first
+    figure.wait_for(state="visible")
+    shown = figure.bounding_box()["width"]
+    words = figure.evaluate("el => (el.shadowRoot || el).querySelector('svg').textContent")
+    figure.click()
+    big = page.locator(".glightbox-container .gslide.current .mermaid-lightbox svg")
+    big.wait_for(state="attached")
+    assert big.evaluate("svg => svg.getBoundingClientRect().width") > shown  # drawn again, at its own width
+    assert "ChatCompletionRequest" in words and "ChatCompletionRequest" in big.text_content()
+    assert ("已结束" in big.text_content()) == (lang == "zh/")
+    page.keyboard.press("Escape")
+    page.close()
