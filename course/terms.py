@@ -27,6 +27,9 @@ TERMS = [
          (r"(?<![A-Za-z_])TOKEN(?![A-Za-z_])", r"(?<![A-Za-z_])Tokens?(?![A-Za-z_])", r"枚")),
     Term("prompt", "prompt", (r"(?<![A-Za-z_])Prompts?(?![A-Za-z_])",)),
     Term("KV pool", "KV 池", (r"KV [Pp]ool",)),
+    # the phase names; English only as a gloss in parentheses, and in code (`prefill`, EXTEND, DECODE)
+    Term("prefill", "预填充", (r"(?<![A-Za-z_（-])[Pp]refill(?![A-Za-z_）-])", r"预填(?!充)")),
+    Term("decode", "解码", (r"(?<![A-Za-z_（-])[Dd]ecode(?![A-Za-z_）-])",)),
 ]
 
 # The labels of a lesson's sections: English (as the page writes it) -> Chinese. A zh page writes the label

@@ -105,16 +105,10 @@ def test_each_lesson_has_figures_a_try_block_and_questions(page: Path):
     assert "SGLang" in text, page.name
 
 
-# scale-out: its scenarios are server pairs and ranks, a changed run of which costs minutes per build
-NO_WHATIF = {"scale-out"}
-
-
 @pytest.mark.parametrize("page", EN + ZH, ids=lambda p: p.name)
 def test_each_lesson_ends_with_a_change_a_number_question(page: Path):
     """A transfer question (`{{ whatif SCENARIO set=... ask=... }}`) on every lesson: its answer is the
     changed run's, made at build time; the question is written in the page's own language."""
-    if page_slug(page.name) in NO_WHATIF:
-        pytest.skip(f"{page.name}: {NO_WHATIF}")
     asks = [parse(m.group(0)) for m in PLACEHOLDER.finditer(page.read_text(encoding="utf-8"))
             if m["kind"] == "whatif"]
     assert asks, f"{page.name} asks no whatif question"
