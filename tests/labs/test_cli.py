@@ -75,10 +75,7 @@ def test_one_broken_line_shows_the_first_divergent_event_and_the_round_side_by_s
     assert set(results) == {"score", "tests"} and len(results["tests"]) == 3
     assert all({"name", "score", "max_score", "output"} <= set(t) for t in results["tests"])
     assert results["score"] == sum(t["score"] for t in results["tests"]) < 100
-    # the engine's own component scores full marks through the same command
-    ref = lab("grade", "radix_tree", "--file", str(REPO / "minisgl/labs/catalog/radix_tree/reference.py"),
-              "--reference-trace", reference, cwd=tmp_path)
-    assert ref.returncode == 0 and "score: 100/100" in ref.stdout, ref.stdout + ref.stderr
+    # (that the reference scores full marks, part by part, is tests/labs/test_catalog.py's and test_bugs.py's)
 
 
 @pytest.mark.slow
