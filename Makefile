@@ -6,12 +6,10 @@ STAMP  := $(VENV)/.minisgl-installed
 .PHONY: demo test test-setup system-packages bench clean-venv graphviz compiler chromium mermaid lessons \
         lessons-serve router-env lab-mutants lab-bugs
 
-# --no-compile: pip would compile every installed file to bytecode, one at a time (torch alone: about 27 of
-# its 39 s here). Instead the modules minisgl imports are compiled once, by importing them (WARM_IMPORTS), and
-# `make test` lets the test processes write the bytecode of whatever else they import (a
-# PYTHONDONTWRITEBYTECODE in the environment would make every process compile torch again: 5 s, not 2.6 s).
-# On a clean clone the set-up took 103 s so, 140 s with pip's compiling, 134 s with compileall on both cores;
-# the tests took the same time after each.
+# --no-compile: pip would compile every installed file to bytecode, one at a time (most of torch's install).
+# Instead the modules minisgl imports are compiled once, by importing them (WARM_IMPORTS), and `make test`
+# lets the test processes write the bytecode of whatever else they import (a PYTHONDONTWRITEBYTECODE in the
+# environment would make every process compile torch again). The benchmarks page has the timings.
 PIP_FLAGS    := --quiet --no-compile --disable-pip-version-check
 WARM_IMPORTS := torch, transformers, tokenizers, numpy, gguf, fastapi, uvicorn, zmq, httpx, textual, \
                 minisgl.cli, minisgl.entrypoints.engine, minisgl.server.http_server, \
@@ -93,11 +91,11 @@ mermaid:
 # SGLang's router, hence router-env), which the first
 # build runs on the real engine (a few minutes) and later builds reuse (cached by the engine's source hash).
 lessons: graphviz mermaid router-env $(STAMP)
-	cd lessons && NO_MKDOCS_2_WARNING=1 ../$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 	@echo "== the site is in site/ (open site/index.html, or: make lessons-serve)"
 
 lessons-serve: graphviz mermaid router-env $(STAMP)
-	cd lessons && NO_MKDOCS_2_WARNING=1 ../$(VENV)/bin/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 demo: graphviz compiler $(STAMP)
 	$(VENV)/bin/minisgl demo
@@ -116,8 +114,9 @@ router-env:
 	|| echo "== could not install sglang-router: the router tests will skip"
 
 # Three pytest-xdist workers on two cores: many tests spend part of their time waiting on a server or grading
-# process, and a third worker fills those gaps (measured: 687 s with two, 656 s with three). tests/conftest.py
-# keeps tests that share an expensive fixture on one worker. TEST_WORKERS=0 runs everything in one process.
+# process, and a third worker fills those gaps (the benchmarks page has the timings). tests/conftest.py makes
+# what the workers share once per run and keeps a loaded model or a server on one worker. TEST_WORKERS=0 runs
+# everything in one process.
 TEST_WORKERS ?= 3
 test:
 	@$(MAKE) --no-print-directory -j4 test-setup

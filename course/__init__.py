@@ -6,7 +6,7 @@
     placeholders.py  `{{ fact ... }}`, `{{ figure ... }}`, `{{ events ... }}`, ... in a page's Markdown
     figures.py     the SVG and mermaid figures, drawn by the tracer's diagram views
     blocks.py      generated Markdown: event excerpts, batch-row tables, "try it" blocks
-    mkdocs_hooks.py  wires all of it into `mkdocs build` (lessons/mkdocs.yml)
+    mkdocs_hooks.py  wires all of it into `mkdocs build` (mkdocs.yml, at the repository root)
 
 A page never types a slot, a position or a count; it names a fact, and the build fills it in.
 """

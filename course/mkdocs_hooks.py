@@ -1,4 +1,4 @@
-"""mkdocs hooks (lessons/mkdocs.yml names this file's twin, lessons/hooks.py): before each build, run the
+"""mkdocs hooks (mkdocs.yml names this file's twin, lessons/hooks.py): before each build, run the
 scenarios the pages need (cached) and draw their figures; then fill in each page's placeholders."""
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def built_site(course_cache, tmp_path_factory) -> Path:
 def _build(site: Path, course_cache: Path) -> None:
     env = {**os.environ, "MINISGL_COURSE_CACHE": str(course_cache), "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
-                          cwd=REPO / "lessons", env=env, capture_output=True, text=True, timeout=600)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
     if not os.environ.get("MINISGL_COURSE_CACHE"):
         assert "running" not in done.stderr, "the build ran a scenario the session had already run:\n" + done.stderr

@@ -66,7 +66,7 @@ def test_the_home_page_and_the_menu_name_each_lesson_by_its_title():
     listed = {target: name
               for name, target in re.findall(r"^- \[([^\]]+)\]\((lessons/[\w-]+)\.md\)", home, re.M)}
     assert sorted(listed) == sorted(f"lessons/{p.name[: -len('.zh.md')]}" for p in ZH)
-    config = (DOCS.parent / "mkdocs.yml").read_text(encoding="utf-8")
+    config = (DOCS.parents[1] / "mkdocs.yml").read_text(encoding="utf-8")
     menu = {target: en for en, target in re.findall(r"^ +- \"?(.+?)\"?: (lessons/[\w-]+)\.md$", config, re.M)}
     translated = {m[0] or m[2]: (m[1] or m[3]).split("：")[0]
                   for m in re.findall(r'^ {12}(?:"(.+)": (.+)|([^":]+): (.+))$', config, re.M)}
