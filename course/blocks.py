@@ -13,8 +13,8 @@ TRY_NOTE = {
 }
 
 
-def events_block(trace: Trace, rid: str | None = None, round: int | None = None, names: list[str] | None = None,
-                 proc: str | None = None, limit: int | None = None) -> str:
+def events_block(trace: Trace, rid: str | None = None, round: int | None = None,
+                 names: list[str] | None = None, proc: str | None = None, limit: int | None = None) -> str:
     """The matching events, one normalized line each (what `trace check` and the goldens read)."""
     picked = []
     for ev in trace.events:
@@ -54,7 +54,8 @@ def _token_texts(trace: Trace) -> dict[int, str]:
 def batch_rows(trace: Trace, round: int) -> list[dict]:
     """One dict per token row of the round's forward: rid, position, input id and text, KV slot, logits."""
     formed = next((ev for ev in trace.events if ev.name == "sched.batch_formed" and ev.round == round), None)
-    forward = next((ev for ev in trace.events if ev.name == "model.forward" and ev.ph == "B" and ev.round == round),
+    forward = next((ev for ev in trace.events if ev.name == "model.forward" and ev.ph == "B"
+                    and ev.round == round),
                    None)
     if formed is None or forward is None:
         raise ValueError(f"round {round} formed no batch")
@@ -67,8 +68,9 @@ def batch_rows(trace: Trace, round: int) -> list[dict]:
         owners = [r for r, n in zip(extending, formed.get("extend_lens") or []) for _ in range(n)] + decoding
     texts, logit_rows = _token_texts(trace), set(formed.get("logit_rows") or [])
     ids, pos, loc = forward.get("input_ids"), forward.get("positions"), forward.get("out_cache_loc")
-    return [{"row": i, "rid": owners[i], "position": pos[i], "input_id": ids[i], "text": texts.get(ids[i], ""),
-             "out_cache_loc": loc[i], "logits": i in logit_rows} for i in range(len(ids))]
+    return [{"row": i, "rid": owners[i], "position": pos[i], "input_id": ids[i],
+             "text": texts.get(ids[i], ""), "out_cache_loc": loc[i], "logits": i in logit_rows}
+            for i in range(len(ids))]
 
 
 def _cell(text: str) -> str:
@@ -81,8 +83,8 @@ def rows_table(trace: Trace, round: int, lang: str = "en") -> str:
     yes = {"en": "yes", "zh": "是"}[lang]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in batch_rows(trace, round):
-        lines.append(f"| {r['row']} | {r['rid']} | {r['position']} | {r['input_id']} | `{_cell(repr(r['text']))}` "
-                     f"| {r['out_cache_loc']} | {yes if r['logits'] else ''} |")
+        lines.append(f"| {r['row']} | {r['rid']} | {r['position']} | {r['input_id']} | "
+                     f"`{_cell(repr(r['text']))}` | {r['out_cache_loc']} | {yes if r['logits'] else ''} |")
     return "\n".join(lines)
 
 

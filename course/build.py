@@ -144,7 +144,8 @@ class Course:
         def guarded(ph: Placeholder) -> str:
             try:
                 return resolve(ph)
-            except (ValueError, TraceError, GraphvizMissing) as e:  # the trace has no such round, request, ...
+            # the trace has no such round, request, ...
+            except (ValueError, TraceError, GraphvizMissing) as e:
                 raise PlaceholderError(str(e)) from None
 
         text = render(markdown, guarded)

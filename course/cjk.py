@@ -1,10 +1,12 @@
 """Chinese paragraphs wrapped over several source lines: a browser turns each line break into a space,
 which Chinese text must not have (“我们\n看” shows as “我们 看”). Joins such soft breaks when the text on
 either side of the break is Chinese; code blocks, lists, tables, headings and admonition openers stay as
-they are. A break between Chinese and a Latin letter or digit keeps its space (“KV 池\n48 个” is “KV 池 48 个”).
+they are. A break between Chinese and a Latin letter or digit keeps its space (“KV 池\n48 个” is
+“KV 池 48 个”).
 
 `space_html` then spaces Chinese from Latin letters and digits in the built page with pangu, text node by text
-node (code, preformatted text, scripts and tags are left alone), and across inline tags (“的<a>ZeroMQ</a>”)."""
+node (code, preformatted text, scripts and tags are left alone), and across inline tags
+(“的<a>ZeroMQ</a>”)."""
 
 from __future__ import annotations
 

@@ -65,8 +65,8 @@ class Figure:
             from tracer.servers import pick_server
 
             trace = pick_server(trace, self.server)  # as `minisgl trace export --server` draws it
-        return render_diagram(trace, self.view, fmt, rid=self.rid, round=self.round, all_rounds=self.all_rounds,
-                              lang=self.lang)
+        return render_diagram(trace, self.view, fmt, rid=self.rid, round=self.round,
+                              all_rounds=self.all_rounds, lang=self.lang)
 
 
 def write_if_changed(path: Path, data: bytes) -> bool:

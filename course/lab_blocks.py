@@ -11,8 +11,8 @@ TITLE = {"en": "Build it yourself", "zh": "自己动手实现"}
 BODY = {
     "en": "In the lab **{name}** you write {what} yourself, run the real engine with it, and see the first "
           "event where your trace leaves the reference. [How labs work]({labs}).",
-    "zh": "在实验 **{name}** 里，你亲手实现 {what}，用它跑真实的引擎，然后看你的 trace 从哪一个事件开始偏离参考 "
-          "trace。[实验怎么做]({labs})。",
+    "zh": "在实验 **{name}** 里，你亲手实现 {what}，用它跑真实的引擎，"
+          "然后看你的 trace 从哪一个事件开始偏离参考 trace。[实验怎么做]({labs})。",
 }
 HEAD = {"en": ("lab", "you write", "lesson", "scenario", "in SGLang"),
         "zh": ("实验", "你要实现", "课程", "场景", "SGLang 中的位置")}

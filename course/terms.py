@@ -19,7 +19,8 @@ class Term(NamedTuple):
 
 TERMS = [
     Term("radix cache", "基数树缓存",
-         (r"[Rr]adix ?(?:前缀)?缓存", r"[Rr]adix [Cc]ache", r"[Rr]adix ?树", r"基数树(?!缓存)", r"前缀树", r"前缀缓存树")),
+         (r"[Rr]adix ?(?:前缀)?缓存", r"[Rr]adix [Cc]ache", r"[Rr]adix ?树", r"基数树(?!缓存)", r"前缀树",
+          r"前缀缓存树")),
     Term("admission, admit", "准入", (r"接纳",)),
     Term("retract, retraction", "撤回", (r"回退", r"(?<![A-Za-z_])[Rr]etract(?:ion|ed)?(?![A-Za-z_])")),
     Term("evict", "驱逐", (r"淘汰",)),

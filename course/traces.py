@@ -110,7 +110,8 @@ class CourseTraces:
         return self._traces[name]
 
     def ensure(self, names: list[str]) -> None:
-        """Run every missing scenario of `names` (one model load shared by the offline ones), with progress."""
+        """Run every missing scenario of `names` (one model load shared by the offline ones), with
+        progress."""
         missing = [n for n in dict.fromkeys(names)
                    if not (self.path(n) / "DONE").exists() and self.reason_unavailable(n) is None]
         if missing:

@@ -21,9 +21,11 @@ class ServerArgs:
     context_length: int | None = None  # None: the model's own
     random_seed: int = 0
     cpu_kernels: str = "auto"  # auto | on | off: the C++ kernels of minisgl/kernels on the cpu
-    disable_cpu_graph: bool = False  # decode forwards replayed from a recording where they can be (SGLang: cuda graph)
+    # decode forwards replayed from a recording where they can be (SGLang: cuda graph)
+    disable_cpu_graph: bool = False
     cpu_graph_max_bs: int = 8  # the largest decode batch recorded (a graph holds about 0.7 MiB a row)
-    quantization: str | None = None  # "gguf": Q4_0/Q4_1/Q8_0 blocks kept (cpu, bf16); "none": dequantize; None: see help
+    # "gguf": Q4_0/Q4_1/Q8_0 blocks kept (cpu, bf16); "none": dequantize; None: see help
+    quantization: str | None = None
     # scheduler
     chunked_prefill_size: int | None = 512  # rows one prompt may take per round; None or -1: no chunking
     max_prefill_tokens: int = 4096  # prefill rows per round, over all admitted requests
@@ -31,7 +33,8 @@ class ServerArgs:
     disable_radix_cache: bool = False
     enable_mixed_chunk: bool = False
     stream_interval: int = 1
-    enable_overlap_schedule: bool = False  # the overlap loop (off by default: it does not win on a 2-core cpu)
+    # the overlap loop (off by default: it does not win on a 2-core cpu)
+    enable_overlap_schedule: bool = False
     disable_overlap_schedule: bool = False  # SGLang's flag: the normal loop (already the default here)
     # data parallelism: N scheduler processes, each with its own model copy and KV pool
     dp_size: int = 1  # 1: no DataParallelController, the TokenizerManager talks to the one scheduler
@@ -63,7 +66,8 @@ class ServerArgs:
     def __post_init__(self) -> None:
         if self.chunked_prefill_size is not None and self.chunked_prefill_size <= 0:
             self.chunked_prefill_size = None
-        if self.disaggregation_mode == "decode":  # as SGLang: a decode server's KV comes whole, not from a tree
+        # as SGLang: a decode server's KV comes whole, not from a tree
+        if self.disaggregation_mode == "decode":
             self.disable_radix_cache = True
 
     def overlap_schedule(self) -> bool:
@@ -101,28 +105,29 @@ class ServerArgs:
         if self.stream_interval < 1:
             raise ValueError(f"--stream-interval must be >= 1, not {self.stream_interval}")
         if self.enable_overlap_schedule and self.disable_overlap_schedule:
-            raise ValueError("--enable-overlap-schedule and --disable-overlap-schedule contradict each other: "
-                             "give one of them")
+            raise ValueError("--enable-overlap-schedule and --disable-overlap-schedule contradict each "
+                             "other: give one of them")
         if self.dp_size < 1:
             raise ValueError(f"--dp-size must be >= 1, not {self.dp_size}")
         if self.load_balance_method in UNSUPPORTED_LOAD_BALANCE_METHODS:
-            raise ValueError(f"--load-balance-method {self.load_balance_method} is SGLang's but not implemented "
-                             f"in minisgl; use {' or '.join(LOAD_BALANCE_METHODS)}")
+            raise ValueError(f"--load-balance-method {self.load_balance_method} is SGLang's but not "
+                             f"implemented in minisgl; use {' or '.join(LOAD_BALANCE_METHODS)}")
         if self.load_balance_method not in LOAD_BALANCE_METHODS:
             raise ValueError(f"--load-balance-method must be {' or '.join(LOAD_BALANCE_METHODS)}, not "
                              f"{self.load_balance_method!r}")
         if self.speculative_algorithm not in (None, "NGRAM"):
             raise ValueError(f"--speculative-algorithm must be NGRAM, not {self.speculative_algorithm!r}")
         if self.speculative_num_draft_tokens < 1:
-            raise ValueError(f"--speculative-num-draft-tokens must be >= 1, not {self.speculative_num_draft_tokens}")
+            raise ValueError("--speculative-num-draft-tokens must be >= 1, not "
+                             f"{self.speculative_num_draft_tokens}")
         lo, hi = self.speculative_ngram_min_match_window_size, self.speculative_ngram_max_match_window_size
         if not 1 <= lo <= hi:
             raise ValueError(f"--speculative-ngram-min-match-window-size ({lo}) must be >= 1 and at most "
                              f"--speculative-ngram-max-match-window-size ({hi})")
         if self.speculative_algorithm is not None and self.overlap_schedule():
-            raise ValueError("--speculative-algorithm and --enable-overlap-schedule cannot be combined: a round's "
-                             "drafts come from the tokens of the round before, which the overlap loop has not "
-                             "processed yet when it forms the next round")
+            raise ValueError("--speculative-algorithm and --enable-overlap-schedule cannot be combined: a "
+                             "round's drafts come from the tokens of the round before, which the overlap "
+                             "loop has not processed yet when it forms the next round")
         from minisgl.disaggregation.utils import validate_disaggregation_args
         from minisgl.distributed.launch import validate_parallel_args
 
@@ -134,28 +139,31 @@ class ServerArgs:
         d = ServerArgs()
         g = parser.add_argument_group("model and memory")
         g.add_argument("--model", "--model-path", dest="model", default=d.model,
-                       help="a .gguf file or a Hugging Face folder (default: the bundled SmolLM2-135M-Instruct)")
+                       help="a .gguf file or a Hugging Face folder (default: the bundled "
+                            "SmolLM2-135M-Instruct)")
         g.add_argument("--dtype", default=d.dtype, choices=["auto", "bfloat16", "float16", "float32"],
                        help="weights and KV dtype (auto: bfloat16 on cpu)")
-        g.add_argument("--device", default=d.device, choices=["cpu", "cuda", "npu"], help="where the model runs")
+        g.add_argument("--device", default=d.device, choices=["cpu", "cuda", "npu"],
+                       help="where the model runs")
         g.add_argument("--cpu-kernels", default=d.cpu_kernels, choices=["auto", "on", "off"],
-                       help="C++ kernels for RMSNorm, rotary, SiLU-and-mul, paged decode attention and greedy "
-                            "sampling on the cpu, built with g++ at first use (auto: use them if they build; "
-                            "off: torch ops only)")
+                       help="C++ kernels for RMSNorm, rotary, SiLU-and-mul, paged decode attention and "
+                            "greedy sampling on the cpu, built with g++ at first use (auto: use them if they "
+                            "build; off: torch ops only)")
         g.add_argument("--disable-cpu-graph", action="store_true", default=d.disable_cpu_graph,
-                       help="run every decode forward layer by layer in Python; by default, where every op of "
-                            "the decode forward has a C++ kernel (--quantization gguf, one rank), each batch "
-                            "size's decode forward is recorded once and replayed in one C call (SGLang's CUDA "
-                            "graphs; SGLang's flag is --disable-cuda-graph)")
+                       help="run every decode forward layer by layer in Python; by default, where every op "
+                            "of the decode forward has a C++ kernel (--quantization gguf, one rank), each "
+                            "batch size's decode forward is recorded once and replayed in one C call "
+                            "(SGLang's CUDA graphs; SGLang's flag is --disable-cuda-graph)")
         g.add_argument("--cpu-graph-max-bs", type=int, default=d.cpu_graph_max_bs,
-                       help="the largest decode batch size the cpu graph records; each graph holds about 0.7 MiB "
-                            "of activations a row for the bundled model (SGLang: --cuda-graph-max-bs)")
+                       help="the largest decode batch size the cpu graph records; each graph holds about 0.7 "
+                            "MiB of activations a row for the bundled model (SGLang: --cuda-graph-max-bs)")
         g.add_argument("--quantization", default=d.quantization, choices=["none", "gguf"],
-                       help="gguf: keep a .gguf model's Q4_0/Q4_1/Q8_0 weights as stored and multiply them in "
-                            "the C++ kernels (torch's int4 kernel for Q4 without them; --dtype bfloat16 on the "
-                            "cpu only; other types are dequantized, with a message); none: dequantize every "
-                            "weight; default: gguf where it applies and the C++ kernels build (bfloat16, cpu, a "
-                            ".gguf model, --tp-size 1), else none (--dtype float32 is the exact, dequantized path)")
+                       help="gguf: keep a .gguf model's Q4_0/Q4_1/Q8_0 weights as stored and multiply them "
+                            "in the C++ kernels (torch's int4 kernel for Q4 without them; --dtype bfloat16 "
+                            "on the cpu only; other types are dequantized, with a message); none: dequantize "
+                            "every weight; default: gguf where it applies and the C++ kernels build "
+                            "(bfloat16, cpu, a .gguf model, --tp-size 1), else none (--dtype float32 is the "
+                            "exact, dequantized path)")
         g.add_argument("--max-total-tokens", type=int, default=d.max_total_tokens,
                        help="KV cache size in tokens (default: from --mem-fraction-static)")
         g.add_argument("--mem-fraction-static", type=float, default=d.mem_fraction_static,
@@ -172,36 +180,40 @@ class ServerArgs:
                        help="most prefill rows per round, over all admitted requests")
         g.add_argument("--schedule-policy", default=d.schedule_policy, choices=["fcfs", "lpm"],
                        help="order of the waiting queue: first come first served, or longest cached prefix")
-        g.add_argument("--disable-radix-cache", action="store_true", help="no prefix sharing between requests")
+        g.add_argument("--disable-radix-cache", action="store_true",
+                       help="no prefix sharing between requests")
         g.add_argument("--enable-mixed-chunk", action="store_true",
                        help="let running requests' decode steps ride along in prefill rounds (MIXED)")
         g.add_argument("--stream-interval", type=int, default=d.stream_interval,
                        help="send streamed tokens every N tokens")
         g.add_argument("--enable-overlap-schedule", action="store_true",
-                       help="SGLang's overlap scheduler: round N's forward runs on a thread of its own while the "
-                            "scheduler processes round N-1's result and forms round N+1 (results and finishing "
-                            "one round late; same greedy tokens). Off by default: on a 2-core cpu torch's "
-                            "threads and the scheduler's compete for the cores and it did not win (0.82-1.07x, "
-                            "benchmarks/bench_overlap.py); it pays where the forward runs elsewhere (a GPU)")
+                       help="SGLang's overlap scheduler: round N's forward runs on a thread of its own while "
+                            "the scheduler processes round N-1's result and forms round N+1 (results and "
+                            "finishing one round late; same greedy tokens). Off by default: on a 2-core cpu "
+                            "torch's threads and the scheduler's compete for the cores and it did not win "
+                            "(0.82-1.07x, benchmarks/bench_overlap.py); it pays where the forward runs "
+                            "elsewhere (a GPU)")
         g.add_argument("--disable-overlap-schedule", action="store_true",
-                       help="SGLang's flag: run the normal loop (one round after the other); the default here")
+                       help="SGLang's flag: run the normal loop (one round after the other); the default "
+                            "here")
         g = parser.add_argument_group("data parallelism")
         g.add_argument("--dp-size", type=int, default=d.dp_size,
-                       help="scheduler processes (ranks), each with its own model copy and KV cache, behind a "
-                            "DataParallelController process; 1 (default): one scheduler, no controller")
+                       help="scheduler processes (ranks), each with its own model copy and KV cache, behind "
+                            "a DataParallelController process; 1 (default): one scheduler, no controller")
         g.add_argument("--load-balance-method", default=d.load_balance_method,
                        help="how the DataParallelController picks a rank for a request that names none: "
                             "round_robin (in turn) or shortest_queue (fewest running and waiting requests); "
                             "a request's routed_dp_rank (or X-Data-Parallel-Rank header) always wins")
         g = parser.add_argument_group("speculative decoding")
         g.add_argument("--speculative-algorithm", default=d.speculative_algorithm, choices=["NGRAM"],
-                       help="NGRAM: draft tokens copied from n-gram matches in each greedy request's own prompt "
-                            "and output, verified in one forward (no draft model); default: off")
+                       help="NGRAM: draft tokens copied from n-gram matches in each greedy request's own "
+                            "prompt and output, verified in one forward (no draft model); default: off")
         g.add_argument("--speculative-num-draft-tokens", type=int, default=d.speculative_num_draft_tokens,
                        help="most draft tokens per request per round; the verify forward runs K + 1 rows")
         g.add_argument("--disable-adaptive-draft", action="store_true", default=d.disable_adaptive_draft,
-                       help="draft up to K tokens every round; by default a request starts at 1, doubles while "
-                            "all its drafts are accepted and drops to the number accepted after a rejection")
+                       help="draft up to K tokens every round; by default a request starts at 1, doubles "
+                            "while all its drafts are accepted and drops to the number accepted after a "
+                            "rejection")
         g.add_argument("--speculative-ngram-min-match-window-size", type=int,
                        default=d.speculative_ngram_min_match_window_size,
                        help="shortest suffix of the request's tokens that must match earlier tokens to draft")

@@ -1,5 +1,5 @@
-"""One round's admission as data: the PrefillAdder's starting budgets, each candidate's needs and decision, the
-budget that decided it, and who was never looked at. The admission diagram and the replay app's pane both
+"""One round's admission as data: the PrefillAdder's starting budgets, each candidate's needs and decision,
+the budget that decided it, and who was never looked at. The admission diagram and the replay app's pane both
 draw this, so they cannot disagree.
 
     from tracer.admission import admission_of
@@ -114,7 +114,8 @@ def reserved_formula(s: Start, limit: int = 8) -> str:
     fut = s.running_future_tokens
     if not fut:
         return "reserved_tokens = 0 (nothing running)"
-    terms = " + ".join(map(str, fut[:limit])) + (f" + … ({len(fut) - limit} more)" if len(fut) > limit else "")
+    terms = (" + ".join(map(str, fut[:limit]))
+             + (f" + … ({len(fut) - limit} more)" if len(fut) > limit else ""))
     total = f"({terms} = {sum(fut)})" if len(fut) > 1 else terms
     return f"reserved_tokens = {total} × new_token_ratio {num(s.new_token_ratio)} = {num(s.reserved_tokens)}"
 
@@ -148,8 +149,9 @@ def has_budgets(trace: Trace) -> bool:
 
 def require_budgets(trace: Trace) -> None:
     if not has_budgets(trace):
-        raise PredatesBudgets("this trace predates the admission budgets (schema 2): its sched.admission events "
-                              "say who was admitted, not the budgets; record it again with this engine")
+        raise PredatesBudgets("this trace predates the admission budgets (schema 2): its sched.admission "
+                              "events say who was admitted, not the budgets; record it again with this "
+                              "engine")
 
 
 def config_of(trace: Trace) -> dict:
@@ -181,8 +183,9 @@ def admission_of(trace: Trace, round: int, upto: int | None = None) -> RoundAdmi
             out.passes[-1].not_considered = list(ev.get("not_considered") or [])
             out.passes[-1].stopped_by = ev.get("stopped_by")
         elif ev.name == "sched.prefill_skipped":
-            out.skipped.append(Skipped(ev.get("reason", "max_running_requests"), int(ev.get("num_running", 0)),
-                                       int(ev.get("max_running_requests", 0)), list(ev.get("waiting") or [])))
+            out.skipped.append(Skipped(ev.get("reason", "max_running_requests"),
+                                       int(ev.get("num_running", 0)), int(ev.get("max_running_requests", 0)),
+                                       list(ev.get("waiting") or [])))
     return out
 
 
@@ -196,9 +199,9 @@ def _start(ev: Event, config: dict) -> Start:
 def _candidate(ev: Event, p: AdderPass) -> Candidate:
     rng = ev.get("extend_range")
     c = Candidate(ev.rid or "?", ev.get("source", "waiting_queue"), ev.get("decision", "?"),
-                  tuple(rng) if rng else None, int(ev.get("extend_input_len", 0)), int(ev.get("future_tokens", 0)),
-                  int(ev.get("prefix_locked", 0)), ev.get("need"), ev.get("budget"),
-                  dict(ev.get("before") or {}), dict(ev.get("after") or {}), index=ev.index)
+                  tuple(rng) if rng else None, int(ev.get("extend_input_len", 0)),
+                  int(ev.get("future_tokens", 0)), int(ev.get("prefix_locked", 0)), ev.get("need"),
+                  ev.get("budget"), dict(ev.get("before") or {}), dict(ev.get("after") or {}), index=ev.index)
     c.deciding = _deciding(c, p)
     c.why = _why(c)
     return c
@@ -212,7 +215,8 @@ def _deciding(c: Candidate, p: AdderPass) -> str | None:
         return COUNTER[c.budget]
     room, total = c.before.get("rem_kv_room"), c.before.get("rem_total_tokens")
     # the first request of an idle engine is never held back by rem_total_tokens
-    idle = p.start is not None and not p.start.running_rids and all(x.decision == "refused" for x in p.candidates)
+    idle = (p.start is not None and not p.start.running_rids
+            and all(x.decision == "refused" for x in p.candidates))
     if c.need is not None and total is not None and c.need > total and not idle:
         return "rem_total_tokens"
     return "rem_kv_room" if room is not None else None

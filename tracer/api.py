@@ -25,7 +25,8 @@ from tracer.schema import LEVEL_REQUESTS, LEVEL_TENSORS, LEVEL_TOKENS, SCHEMA_VE
 # the levels and the version live in tracer.schema; emitters import them from here too
 __all__ = ["LEVEL_REQUESTS", "LEVEL_TENSORS", "LEVEL_TOKENS", "SCHEMA_VERSION", "Tracer", "clock_anchor",
            "tracer"]
-CLOCK_ENV = "MINISGL_TRACE_CLOCK"  # "boot_id:wall_ns:mono_ns", handed to child processes through the environment
+# "boot_id:wall_ns:mono_ns", handed to child processes through the environment
+CLOCK_ENV = "MINISGL_TRACE_CLOCK"
 
 
 def _boot_id() -> str:
@@ -82,11 +83,14 @@ class Tracer:
         path = folder / f"{process}-{os.getpid()}.jsonl"
         self._file = open(path, "a", encoding="utf-8", buffering=1 << 16)
         self.process, self.level, self.enabled = process, level, True
-        self.round = None  # a new trace starts before any round (an earlier engine in this process left its own)
+        # a new trace starts before any round (an earlier engine in this process left its own)
+        self.round = None
         self._seq, self._flow, self._pid = itertools.count(), itertools.count(1), os.getpid()
-        # both clocks at one instant, shared with the child processes: the reader aligns monotonic time with it
+        # both clocks at one instant, shared with the child processes: the reader aligns monotonic time with
+        # it
         wall_ns, mono_ns = clock_anchor()
-        self.event("trace.process_start", wall_ns=wall_ns, mono_ns=mono_ns, schema=SCHEMA_VERSION, level=level)
+        self.event("trace.process_start", wall_ns=wall_ns, mono_ns=mono_ns, schema=SCHEMA_VERSION,
+                   level=level)
         atexit.register(self.close)
         return path
 

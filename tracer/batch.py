@@ -23,7 +23,8 @@ def build_batch(ev: Event, chunked: str | None, decoding: set[str], rows_of: dic
     rows: list[BatchRow] = []
     k = 0  # index of the next forward row
     for i, rid in enumerate(rids):
-        # decode: one row at position seq_len - 1; extend (MIXED, TARGET_VERIFY): rows prefix_len .. seq_len - 1
+        # decode: one row at position seq_len - 1; extend (MIXED, TARGET_VERIFY): rows prefix_len ..
+        # seq_len - 1
         first, n = (seq_lens[i] - 1, 1) if mode == "DECODE" else (prefix_lens[i], extend_lens[i])
         if mode != "DECODE" and not verify and rid not in decoding:
             known_slots, known_tokens = rows_of.get(rid, {}), tokens_of.get(rid, {})

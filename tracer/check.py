@@ -68,7 +68,8 @@ def check_dispatch(trace: Trace) -> list[str]:
 
 
 def summary(trace: Trace) -> str:
-    overlap = " (overlap schedule: forwards on the forward thread, results one round late)" if is_overlap(trace) else ""
+    overlap = (" (overlap schedule: forwards on the forward thread, results one round late)"
+               if is_overlap(trace) else "")
     return f"{len(trace.events)} events, {len(trace.rids())} requests, {len(trace.rounds())} rounds{overlap}"
 
 
@@ -85,15 +86,16 @@ def check_overlap(trace: Trace) -> list[str]:
     for ev in trace.events:
         if ev.name == S.MODEL_FORWARD and ev.thread is not None and ev.ph == S.PH_BEGIN:
             if formed.get(ev.round, ev.index + 1) > ev.index:
-                out.append(f"overlap: {ev.where}: the forward of round {ev.round} begins before its batch is formed")
+                out.append(f"overlap: {ev.where}: the forward of round {ev.round} begins before its batch is "
+                           "formed")
             if ev.round is None or ev.round <= last:
                 out.append(f"overlap: {ev.where}: the forward of round {ev.round} runs after round {last}'s")
             last = ev.round or last
         elif ev.name == S.SCHED_SAMPLED and ev.get("batch_round") is not None:
             done = ev.get("batch_round")
             if done not in formed or ev.round is None or done >= ev.round:
-                out.append(f"overlap: {ev.where}: round {ev.round} processes the result of round {done}, which "
-                           "is not an earlier round that formed a batch")
+                out.append(f"overlap: {ev.where}: round {ev.round} processes the result of round {done}, "
+                           "which is not an earlier round that formed a batch")
     return out
 
 

@@ -26,13 +26,14 @@ def check_admission(trace: Trace) -> list[str]:
         elif ev.name == SCHED_ADMISSION and "before" in ev.attrs:
             before, after = ev.get("before") or {}, ev.get("after") or {}
             if budgets is None:
-                out.append(f"admission: round {ev.round}: {ev.rid} ({ev.where}) has budgets but its round has "
-                           "no sched.prefill_budget")
+                out.append(f"admission: round {ev.round}: {ev.rid} ({ev.where}) has budgets but its round "
+                           "has no sched.prefill_budget")
             else:
                 for name in BUDGETS:
                     if not _same(before.get(name), budgets.get(name)):
                         out.append(f"admission: round {ev.round}: {ev.rid} ({ev.where}): before.{name} is "
-                                   f"{before.get(name)}, but the round's budgets stood at {budgets.get(name)}")
+                                   f"{before.get(name)}, but the round's budgets stood at "
+                                   f"{budgets.get(name)}")
             spent = _spent(ev)
             for name in BUDGETS:
                 b = before.get(name)
@@ -48,7 +49,8 @@ def check_admission(trace: Trace) -> list[str]:
 
 
 def _check_start(ev: Event, budgets: dict) -> list[str]:
-    """rem_total_tokens = available + evictable - sum(future * new_token_ratio); rem_kv_room = available + evictable."""
+    """rem_total_tokens = available + evictable - sum(future * new_token_ratio); rem_kv_room = available +
+    evictable."""
     room = int(ev.get("available_size", 0)) + int(ev.get("evictable_size", 0))
     reserved = sum(f * float(ev.get("new_token_ratio", 0)) for f in ev.get("running_future_tokens") or [])
     out = []

@@ -1,4 +1,5 @@
-"""Invariants of prefill/decode disaggregation's events (--disaggregation-mode; tracer/servers.py merges a pair).
+"""Invariants of prefill/decode disaggregation's events (--disaggregation-mode; tracer/servers.py merges a
+pair).
 
 One server's trace: a prefill request whose KV was sent finishes only after the decode half acknowledged it;
 a decode request's KV arrives only into slots it preallocated and registered. A merged trace, in addition:
@@ -15,8 +16,8 @@ from tracer.reader import Trace
 
 def check_disagg(trace: Trace) -> list[str]:
     sent, received, done, registered = defaultdict(list), defaultdict(list), set(), set()
-    # (process, rid) -> room, for the prefill requests whose KV was sent. By process too: in a merged trace the
-    # decode server's request has the same rid, and it may finish before the prefill server reads the ack.
+    # (process, rid) -> room, for the prefill requests whose KV was sent. By process too: in a merged trace
+    # the decode server's request has the same rid, and it may finish before the prefill server reads the ack.
     room_of: dict[tuple[str, str], int] = {}
     out = []
     for ev in trace.events:
@@ -27,14 +28,16 @@ def check_disagg(trace: Trace) -> list[str]:
         elif ev.name == S.DISAGG_KV_RECEIVED:
             received[room].append(ev)
             if room not in registered:
-                out.append(f"disagg: room {room}: KV received ({ev.where}) before this server registered for it")
+                out.append(f"disagg: room {room}: KV received ({ev.where}) before this server registered for "
+                           "it")
         elif ev.name == S.DISAGG_TRANSFER_DONE:
             done.add(room)
         elif ev.name == S.DISAGG_BOOTSTRAP and ev.get("mode") == "decode":
             registered.add(room)
         elif ev.name == S.SCHED_FINISHED and ev.rid is not None:
             if (ev.proc, ev.rid) in room_of and room_of[ev.proc, ev.rid] not in done:
-                out.append(f"disagg: request {ev.rid} finished ({ev.where}) before its KV transfer was acknowledged")
+                out.append(f"disagg: request {ev.rid} finished ({ev.where}) before its KV transfer was "
+                           "acknowledged")
     for room, evs in list(sent.items()) + list(received.items()):
         if len(evs) > 1:
             out.append(f"disagg: room {room}: {evs[0].name} {len(evs)} times ({evs[1].where})")

@@ -59,7 +59,8 @@ def event_line(rec: dict[str, Any]) -> str:
     head = [
         rec["proc"],
         f"r{rec['round']}" if "round" in rec else "-",
-        rec["name"] + (f"/{rec['ph']}" if "ph" in rec else "") + (f"@{rec['thread']}" if "thread" in rec else ""),
+        rec["name"] + (f"/{rec['ph']}" if "ph" in rec else "") + (f"@{rec['thread']}" if "thread" in rec
+                                                                  else ""),
     ]
     if "rid" in rec:
         head.append(rec["rid"])
@@ -101,13 +102,14 @@ def served_summary_text(trace: Trace) -> str:
             return rec["proc"], "", 0, "", i
         rid = rid_key(rec)
         if not rid and (rec.get("attrs") or {}).get("msg") in LOAD_PROBES:
-            # load polls and reports (several schedulers answer, on their own clocks): how many is the engine's
-            # logic, their order among themselves and beside other rid-less messages is not
+            # load polls and reports (several schedulers answer, on their own clocks): how many is the
+            # engine's logic, their order among themselves and beside other rid-less messages is not
             return rec["proc"], rid, 1, event_line(rec), 0
         return rec["proc"], rid, 0, "", i
 
     order = {proc: n for n, proc in enumerate(dict.fromkeys(rec["proc"] for rec in recs))}
-    ranked = [rec for _, rec in sorted(enumerate(recs), key=lambda item: (order[item[1]["proc"]], *key(item)[1:]))]
+    ranked = [rec for _, rec in sorted(enumerate(recs),
+                                       key=lambda item: (order[item[1]["proc"]], *key(item)[1:]))]
     out: list[dict[str, Any]] = []
     for (proc, rid), group in groupby(ranked, key=lambda rec: (rec["proc"], rid_key(rec))):
         group = list(group)
@@ -122,7 +124,8 @@ def delivery_order(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     delivered its text (an SSE chunk: the first wake whose text, added up, covers the chunks' text so far;
     another event: the last wake written before it), and before the next receive. Each task keeps its own
     order."""
-    texts = [(rec.get("attrs") or {}).get("delta_text") or "" for rec in recs if rec["name"] == "tm.waiter_woken"]
+    texts = [(rec.get("attrs") or {}).get("delta_text") or "" for rec in recs
+             if rec["name"] == "tm.waiter_woken"]
     delivered = list(accumulate(len(text) for text in texts))
     if not delivered:
         return recs

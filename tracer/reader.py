@@ -51,7 +51,8 @@ class Trace:
         # tensor parallelism: ranks 1..N-1's scheduler events, kept beside the timeline (tracer/tp_ranks.py)
         self.tp_rank_events: dict[str, list[Event]] = tp_rank_events or {}
         self.warnings = warnings  # e.g. a torn last line that was skipped
-        self.cache: dict[str, Any] = {}  # what readers derive from the events (replay's checkpoints); extend clears it
+        # what readers derive from the events (replay's checkpoints); extend clears it
+        self.cache: dict[str, Any] = {}
         self._processes = processes
         self._index(0)
 

@@ -1,7 +1,7 @@
 """Replay of prefill/decode disaggregation's events (--disaggregation-mode): how they move a request.
 
-    disagg.kv_sent      prefill: the request's KV left for the decode server; it waits for the ack and never joins
-                        running_batch (status transferring, until its sched.finished)
+    disagg.kv_sent      prefill: the request's KV left for the decode server; it waits for the ack and never
+                        joins running_batch (status transferring, until its sched.finished)
     disagg.kv_received  decode: the prompt's KV is in the preallocated slots (kv.assigned gave them to the
                         request); the request joins running_batch at once, as SGLang's PREBUILT batch does
 """

@@ -13,19 +13,8 @@ from tracer import schema as S
 from tracer.batch import assign_sampled_tokens, build_batch
 from tracer.event import Event
 from tracer.replay_disagg import LEFT_BATCH, disagg_handlers
-from tracer.state import (
-    ABORTED,
-    FINISHED,
-    RETRACTED,
-    RUNNING,
-    TREE,
-    UNASSIGNED,
-    WAITING,
-    ReqCopies,
-    ReqState,
-    RoundBatch,
-    RoundState,
-)
+from tracer.state import (ABORTED, FINISHED, RETRACTED, RUNNING, TREE, UNASSIGNED, WAITING, ReqCopies,
+                          ReqState, RoundBatch, RoundState)
 from tracer.tree import slot_tokens
 
 
@@ -47,7 +36,8 @@ class Replayer:
         self._rows: dict[str, dict[int, int | None]] = {}  # rid -> position -> KV slot (its req_to_token row)
         self._tokens: dict[str, dict[int, int]] = {}  # rid -> position -> token id, where the trace says
         self._round_closed = False
-        self._batches: dict[int | None, RoundBatch] = {}  # the last two, by round (overlap: a round ends late)
+        # the last two, by round (overlap: a round ends late)
+        self._batches: dict[int | None, RoundBatch] = {}
         self._result_batch: RoundBatch | None = None  # whose tokens the next sched.output_appended are
         self._copies = ReqCopies()  # state()'s copies of the requests, copy-on-write
         self._handlers: dict[str, Callable[[Event], None]] = {
@@ -190,7 +180,8 @@ class Replayer:
         decoding = set(ev.get("decoding_rids") or (r for r in rids if r in self.running))
         batch = build_batch(ev, self.chunked, decoding, self._rows, self._tokens, slot_tokens(self.tree))
         self.batch = self._result_batch = batch
-        self._batches = {**{k: b for k, b in self._batches.items() if (k or 0) >= (ev.round or 0) - 1}, ev.round: batch}
+        self._batches = {**{k: b for k, b in self._batches.items() if (k or 0) >= (ev.round or 0) - 1},
+                         ev.round: batch}
         mode = batch.mode
         if mode in ("DECODE", "TARGET_VERIFY"):  # the running batch runs (retracted and finished ones left)
             self.running = list(batch.rids)
@@ -204,7 +195,8 @@ class Replayer:
             req = self.reqs.get(rid)
             if req is None:
                 continue
-            rounds = req.decode_rounds if mode in ("DECODE", "TARGET_VERIFY") or rid in decoding else req.prefill_rounds
+            rounds = (req.decode_rounds if mode in ("DECODE", "TARGET_VERIFY") or rid in decoding
+                      else req.prefill_rounds)
             if ev.round is not None and ev.round not in rounds:
                 rounds.append(ev.round)
 
@@ -258,7 +250,8 @@ class Replayer:
         for s in freed:
             self.slot_owner.pop(s, None)
         if ev.get("reason") == "rejected":  # draft rows the model did not accept: those positions are gone
-            self._rows = {rid: {p: s for p, s in row.items() if s not in freed} for rid, row in self._rows.items()}
+            self._rows = {rid: {p: s for p, s in row.items() if s not in freed}
+                          for rid, row in self._rows.items()}
         if ev.get("reason") == "duplicate":  # the request now reads the tree's copy, at a slot we do not know
             for row in self._rows.values():
                 for pos, slot in row.items():

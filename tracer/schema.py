@@ -14,8 +14,10 @@ LEVEL_REQUESTS, LEVEL_TOKENS, LEVEL_TENSORS = 1, 2, 3
 LEVELS = {LEVEL_REQUESTS: "requests and rounds", LEVEL_TOKENS: "adds per-token events and input ids",
           LEVEL_TENSORS: "adds every row's positions and input ids on model.forward"}
 
-LANES = ("http", "tm", "dp", "sched", "kv", "cache", "model", "detok", "ipc", "trace", "disagg")  # a name's prefix
-SCHED_LANES = ("sched", "kv", "cache", "model", "disagg")  # the lanes of the scheduler process: rounds stamp them
+# a name's prefix
+LANES = ("http", "tm", "dp", "sched", "kv", "cache", "model", "detok", "ipc", "trace", "disagg")
+# the lanes of the scheduler process: rounds stamp them
+SCHED_LANES = ("sched", "kv", "cache", "model", "disagg")
 PROCESSES = ("engine", "tokenizer_manager", "data_parallel_controller", "scheduler", "detokenizer")  # offline
 # Engine, then the server's; with --dp-size N the schedulers are scheduler_dp0 … scheduler_dp{N-1}
 DP_SCHEDULER_PREFIX = "scheduler_dp"
@@ -127,7 +129,8 @@ SCHED_CONFIG = _event("sched.config", {
     "kv_size": "usable KV slots", "max_running_requests": "server arg", "max_prefill_tokens": "server arg",
     "chunked_prefill_size": "server arg (null: no chunking)", "schedule_policy": "fcfs, lpm, ...",
     "disable_radix_cache": "server arg", "enable_mixed_chunk": "server arg",
-    "overlap_schedule": v2("true when the overlap loop runs (absent otherwise): results processed one round late")})
+    "overlap_schedule": v2("true when the overlap loop runs (absent otherwise): results processed one round "
+                           "late")})
 SCHED_REQ_CREATED = _event("sched.req_created", {
     "type": "Req", "input_len": "prompt tokens", "sampling_params": "as the scheduler runs them",
     "max_new_tokens_clamped": v2("{from, to}: max_new_tokens cut to fit the context or the KV pool")})
@@ -175,7 +178,8 @@ SCHED_SAMPLED = _event("sched.sampled", {
     "type": "GenerationBatchResult", "token_ids": "one per rid", "texts": "each token decoded",
     "logprobs": "each token's log-probability",
     "batch_round": v2("overlap loop only: the round whose batch sampled them (processed one round late)"),
-    "rows": Attr("in TARGET_VERIFY: per rid, its rows (token_ids has one per row)", since=2, level=LEVEL_TOKENS)},
+    "rows": Attr("in TARGET_VERIFY: per rid, its rows (token_ids has one per row)", since=2,
+                 level=LEVEL_TOKENS)},
     level=LEVEL_TOKENS)
 SCHED_OUTPUT_APPENDED = _event("sched.output_appended", {
     "token_id": "the kept token", "output_len": "output tokens after", "finished": "the request is done",
@@ -197,7 +201,8 @@ SCHED_ROUND_END = _event("sched.round_end", {
 KV_ALLOC = _event("kv.alloc", {"slots": "allocated, no owner yet"})
 KV_ASSIGNED = _event("kv.assigned", {"slots": "the rows of this rid written this round"})
 KV_FREE = _event("kv.free", {"slots": "back on the free list",
-                             "reason": "duplicate, finished, evicted, flush, retracted, rejected or transferred"})
+                             "reason": "duplicate, finished, evicted, flush, retracted, rejected or "
+                                       "transferred"})
 CACHE_INSERTED = _event("cache.inserted", {"slots": "now owned by the radix tree"})
 CACHE_EVICTED = _event("cache.evicted", {"slots": "every slot one eviction freed"})
 CACHE_TREE = _event("cache.tree", {"nodes": "the whole tree: [{id, parent, key, value, lock_ref, "
@@ -211,9 +216,9 @@ DISAGG_BOOTSTRAP = _event("disagg.bootstrap", {
     "room": "the bootstrap room", "mode": "prefill: the decode half registered; decode: it registered",
     "peer": "the other server's endpoint", "num_slots": "KV slots the decode half preallocated"}, since=2)
 DISAGG_KV_SENT = _event("disagg.kv_sent", {
-    "room": "the bootstrap room", "dst": "the decode server's KV endpoint", "num_tokens": "prompt KV rows sent",
-    "slots": "the prefill's KV slots they came from", "nbytes": "K and V bytes, every layer",
-    "first_token": "the token the prefill sampled"}, since=2)
+    "room": "the bootstrap room", "dst": "the decode server's KV endpoint",
+    "num_tokens": "prompt KV rows sent", "slots": "the prefill's KV slots they came from",
+    "nbytes": "K and V bytes, every layer", "first_token": "the token the prefill sampled"}, since=2)
 DISAGG_KV_RECEIVED = _event("disagg.kv_received", {
     "room": "the bootstrap room", "num_tokens": "prompt KV rows received",
     "slots": "the preallocated slots they were written to", "nbytes": "K and V bytes, every layer",

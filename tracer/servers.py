@@ -1,4 +1,5 @@
-"""Merged traces of several servers (`minisgl trace merge`): a prefill/decode pair, each server a trace folder.
+"""Merged traces of several servers (`minisgl trace merge`): a prefill/decode pair, each server a trace
+folder.
 
 merge_traces copies every process file of each folder into one folder, its process named `<server>/<proc>`
 (prefill/scheduler, decode/tokenizer_manager …). The processes of one machine share its clocks, and processes
@@ -55,7 +56,8 @@ def server_view(trace: Trace, name: str, reindex: bool = True) -> Trace:
     """One server's trace out of a merged one: its events and processes, with their own process names.
     reindex=False keeps each event's index in the merged timeline (to draw both servers on one timeline)."""
     prefix = name + SEP
-    events = [dataclasses.replace(ev, proc=ev.proc[len(prefix):]) for ev in trace.events if ev.proc.startswith(prefix)]
+    events = [dataclasses.replace(ev, proc=ev.proc[len(prefix):]) for ev in trace.events
+              if ev.proc.startswith(prefix)]
     for i, ev in enumerate(events):
         ev.index = i if reindex else ev.index
     processes = [dataclasses.replace(p, proc=p.proc[len(prefix):]) for p in trace.processes()

@@ -90,7 +90,8 @@ def rounds_table(trace: Trace) -> Table:
         or [(None, replay(trace))]
     states = [s for _, rank_states in ranked for s in rank_states]
     tp = tp_ranks_by_round(trace)
-    spec = any(s.batch is not None and s.batch.mode == "TARGET_VERIFY" for s in states)  # speculative decoding
+    # speculative decoding
+    spec = any(s.batch is not None and s.batch.mode == "TARGET_VERIFY" for s in states)
     t = Table(title="Rounds", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
               caption="rows: rows computed; extend/seq: per request; ms: model forward"
                       + ("; drafts: per request, its draft-token rows in a TARGET_VERIFY round"
@@ -161,13 +162,15 @@ def facts(ev: Event, rid: str | None = None) -> str:
                       if len(ev.get(k) or []) > i})
     elif rid in rids and ev.name == SCHED_SAMPLED:
         i = rids.index(rid)
-        rows = ev.get("rows") or [1] * len(rids)  # TARGET_VERIFY: a token per row, each request's rows in turn
+        # TARGET_VERIFY: a token per row, each request's rows in turn
+        rows = ev.get("rows") or [1] * len(rids)
         at = slice(sum(rows[:i]), sum(rows[: i + 1]))
         attrs = {k: v[at] if rows[i] > 1 else v[at][0] for k, v in (("token", ev.get("token_ids")),
                  ("text", ev.get("texts"))) if isinstance(v, list) and len(v) >= at.stop}
     elif rid in rids and ev.name == SCHED_SPEC_VERIFIED:
         i = rids.index(rid)
-        attrs = {k: ev.get(k)[i] for k in ("draft_lens", "accepted_lens", "appended_lens") if len(ev.get(k) or []) > i}
+        attrs = {k: ev.get(k)[i] for k in ("draft_lens", "accepted_lens", "appended_lens")
+                 if len(ev.get(k) or []) > i}
     for k, v in attrs.items():
         if k in HIDDEN_ATTRS or v is None or v == "":
             continue

@@ -52,7 +52,8 @@ def _steps(events: list[Event]) -> list[tuple]:
     out = []
     for ev in sorted(events, key=lambda e: (e.file, e.line)):
         if ev.name == S.MODEL_FORWARD and ev.ph == S.PH_BEGIN:
-            out.append(("model.forward", ev.round, ev.get("forward_mode"), ev.get("num_rows"), tuple(ev.rids or ())))
+            out.append(("model.forward", ev.round, ev.get("forward_mode"), ev.get("num_rows"),
+                        tuple(ev.rids or ())))
         elif ev.name == S.SCHED_SAMPLED:
             out.append(("sched.sampled", ev.round, tuple(ev.rids or ()), tuple(ev.get("token_ids") or ())))
     return out

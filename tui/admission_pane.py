@@ -1,6 +1,6 @@
-"""The admission pane: the cursor's round as the PrefillAdder saw it — the budgets it started with, each candidate
-so far with its needs, every budget before → after and the decision, the budget that decided it in reverse
-video — the same data as `trace export --view admission` (tracer.admission)."""
+"""The admission pane: the cursor's round as the PrefillAdder saw it — the budgets it started with, each
+candidate so far with its needs, every budget before → after and the decision, the budget that decided it in
+reverse video — the same data as `trace export --view admission` (tracer.admission)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ def _upto(frame: Frame, n: int | None) -> int:
     """The last admission event of round n at or before the cursor: the pane changes only when it does."""
     if n is None:
         return -1
-    return max((ev.index for ev in frame.trace.events_in_round(n) if ev.name in NAMES and ev.index <= frame.cursor),
+    return max((ev.index for ev in frame.trace.events_in_round(n) if ev.name in NAMES
+                and ev.index <= frame.cursor),
                default=-1)
 
 
@@ -68,7 +69,8 @@ def _view(frame: Frame, n: int | None) -> Group | Text:
     if n is None:
         return Text("no scheduler round yet", style="dim")
     if not has_budgets(frame.trace):
-        return Text("this trace predates the admission budgets (schema 2): it has no budgets to show", style="dim")
+        return Text("this trace predates the admission budgets (schema 2): it has no budgets to show",
+                    style="dim")
     adm = admission_of(frame.trace, n, upto=frame.cursor)
     later = len(admission_of(frame.trace, n).candidates) - len(adm.candidates)
     parts: list = []
@@ -79,14 +81,16 @@ def _view(frame: Frame, n: int | None) -> Group | Text:
                   for k, c in enumerate(p.candidates, start=1)]
         if p.not_considered:
             parts.append(Text("never considered: " + ", ".join(short_rid(r) for r in p.not_considered)
-                              + (f" (the round stopped at {short_rid(p.stopped_by)})" if p.stopped_by else "")))
+                              + (f" (the round stopped at {short_rid(p.stopped_by)})" if p.stopped_by
+                                 else "")))
     for s in adm.skipped:
         parts += [Text(f"round {n}: no PrefillAdder ran", style="bold"),
                   Text.assemble((s.reason, HIT_STYLE["refused"]), f": {s.num_running} running of "
                                 f"max_running_requests {s.max_running_requests}; waiting "
                                 + ", ".join(short_rid(r) for r in s.waiting))]
     if later > 0:
-        parts.append(Text(f"{later} more candidate(s) later in this round: ] shows the whole round", style="dim"))
+        parts.append(Text(f"{later} more candidate(s) later in this round: ] shows the whole round",
+                          style="dim"))
     if not parts:
         parts.append(Text(f"round {n}: nothing waiting for admission (so far)", style="dim"))
     return Group(*parts)
@@ -95,7 +99,8 @@ def _view(frame: Frame, n: int | None) -> Group | Text:
 def _start(p: AdderPass) -> list[Text]:
     if p.start is None:
         return []
-    out = [Text.assemble((f"{name} ({SHORT[name]})".ljust(27), "cyan"), how) for name, how in start_lines(p.start)]
+    out = [Text.assemble((f"{name} ({SHORT[name]})".ljust(27), "cyan"), how)
+           for name, how in start_lines(p.start)]
     running = ", ".join(short_rid(r) for r in p.start.running_rids) or "none"
     out.append(Text.assemble(("running: ".ljust(27), "cyan"), f"{running} · {reserved_formula(p.start)}"))
     return out

@@ -37,7 +37,8 @@ from tui.states import StateCache
 from tui.timeline import Timeline
 
 PANES = {"requests": RequestsTable, "lanes": LanesPane, "event": EventInspector, "round": RoundPane,
-         "kv": KVGrid, "radix": RadixPane, "queues": QueuesPane, "output": OutputPane, "admission": AdmissionPane}
+         "kv": KVGrid, "radix": RadixPane, "queues": QueuesPane, "output": OutputPane,
+         "admission": AdmissionPane}
 DASH_MIN_SIZE = (120, 36)  # a terminal at least this wide and tall opens on the dashboard
 
 

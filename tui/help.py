@@ -15,8 +15,10 @@ from textual.widgets import Static
 from tui.keys import KEYS
 
 PANES = (
-    ("0 Dash", "round, KV, queues over radix, and output at once (the start on a terminal of 120×36 or more)"),
-    ("1 Reqs", "every request: prompt, status, in/cached/out tokens, time to first token, rounds; ↑/↓ selects"),
+    ("0 Dash",
+     "round, KV, queues over radix, and output at once (the start on a terminal of 120×36 or more)"),
+    ("1 Reqs",
+     "every request: prompt, status, in/cached/out tokens, time to first token, rounds; ↑/↓ selects"),
     ("2 Lanes", "the process holding the selected request, and the type it has there"),
     ("3 Event", "every field of the event at the cursor, token ids with their text"),
     ("4 Round", "this round's batch, a row per token: position, KV slot, cached or new, sampled token"),
@@ -24,7 +26,8 @@ PANES = (
     ("6 Radix", "the radix tree: tokens, slots, lock counts; the selected request's path in colour"),
     ("7 Queues", "waiting_queue, running_batch, chunked_req"),
     ("8 Output", "the text the client has received so far (SSE chunks)"),
-    ("9 Admit", ("this round's PrefillAdder: starting budgets, each candidate's needs, budgets before → after, "
+    ("9 Admit",
+     ("this round's PrefillAdder: starting budgets, each candidate's needs, budgets before → after, "
                  "the decision; the budget that refused it (or cut its chunk) in reverse video")),
 )
 

@@ -25,8 +25,9 @@ PROC_LANE = {"tokenizer_manager": "tm", "scheduler": "sched", "detokenizer": "de
 MSG_ROUTE = {"TokenizedGenerateReqInput": ("tm", "sched"), "AbortReq": ("tm", "sched"),
              "BatchTokenIDOutput": ("sched", "detok"), "BatchStrOutput": ("detok", "tm")}
 # The types a request takes on its way, in order (lessons/docs/reference/trace-events.md).
-TYPE_CHAIN = ("ChatCompletionRequest", "GenerateReqInput", "TokenizedGenerateReqInput", "Req", "ScheduleBatch",
-              "ForwardBatch", "GenerationBatchResult", "BatchTokenIDOutput", "BatchStrOutput", "SSE chunk")
+TYPE_CHAIN = ("ChatCompletionRequest", "GenerateReqInput", "TokenizedGenerateReqInput", "Req",
+              "ScheduleBatch", "ForwardBatch", "GenerationBatchResult", "BatchTokenIDOutput",
+              "BatchStrOutput", "SSE chunk")
 
 
 @dataclass(frozen=True)

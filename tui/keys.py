@@ -13,7 +13,8 @@ class Key(NamedTuple):
     action: str
     description: str
     footer: str = ""  # the word shown in the footer line; empty: not shown there
-    priority: bool = False  # before the focused widget: the moves, since tables and trees bind arrows and space
+    # before the focused widget: the moves, since tables and trees bind arrows and space
+    priority: bool = False
 
 
 KEYS: tuple[Key, ...] = (
@@ -26,14 +27,17 @@ KEYS: tuple[Key, ...] = (
     Key("space", "Space", "play", "play / pause", footer="play", priority=True),
     Key("plus,equals_sign", "+", "faster", "play faster"),
     Key("minus", "-", "slower", "play slower"),
-    Key("f", "f", "follow", "follow the selected request (its events and rounds only) / stop", footer="follow"),
+    Key("f", "f", "follow", "follow the selected request (its events and rounds only) / stop",
+        footer="follow"),
     Key("n", "n", "select(1)", "select the next request"),
     Key("p", "p", "select(-1)", "select the previous request"),
-    Key("slash", "/", "filter", "filter events by name or rid (Enter keeps it, Esc clears it)", footer="filter"),
+    Key("slash", "/", "filter", "filter events by name or rid (Enter keeps it, Esc clears it)",
+        footer="filter"),
     Key("escape", "Esc", "clear_filter", "clear the filter"),
     Key("d", "d", "diagram", "write the current round's diagram (DOT) next to the trace"),
     Key("0", "0", "", "show the dashboard: round, KV, queues + radix and output at once"),
-    Key("1,2,3,4,5,6,7,8,9", "1 … 9", "", "show a pane: requests, lanes, event, round, KV, radix, queues, output, "
+    Key("1,2,3,4,5,6,7,8,9", "1 … 9", "",
+        "show a pane: requests, lanes, event, round, KV, radix, queues, output, "
         "admission"),
     Key("question_mark", "?", "help", "this help", footer="help"),
     Key("q", "q", "quit", "quit", footer="quit"),

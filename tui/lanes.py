@@ -98,7 +98,8 @@ class LanesPane(TextPane):
             text.append(f" {ls.type or '—'}\n", style="bold" if ls.lit else ("" if ls.type else "dim"))
             if ls.last is not None:
                 to = f" → {LANE_TITLES[ls.last.sending_to]}" if ls.last.sending_to else ""
-                text.append(f"    latest: {ls.last.name} #{ls.last.index}{to}\n", style="" if ls.lit else "dim")
+                text.append(f"    latest: {ls.last.name} #{ls.last.index}{to}\n",
+                            style="" if ls.lit else "dim")
         text.append("\ntypes: ", style="bold")
         seen = {h.type for h in frame.index.handoffs_until(rid, frame.cursor) if h.type}
         now = current_type(frame.index, rid, frame.cursor)

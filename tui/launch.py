@@ -8,7 +8,8 @@ import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", help="the trace folder (written with `minisgl serve --trace` or Engine(trace_dir=...))")
+    p.add_argument("dir",
+                   help="the trace folder (written with `minisgl serve --trace` or Engine(trace_dir=...))")
     p.add_argument("--follow", action="store_true",
                    help="live mode: keep reading the folder while a running server writes it (the cursor "
                         "follows the newest event while it is at the end)")
@@ -17,12 +18,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--poll", type=float, default=0.5, metavar="SECONDS",
                    help="with --follow: how often to look for new lines (default 0.5)")
     p.add_argument("--dp-rank", type=int, default=0, metavar="N",
-                   help="a trace of `minisgl serve --dp-size N`: replay scheduler rank N (scheduler_dpN) beside "
-                        "the HTTP server, TokenizerManager, DataParallelController and detokenizer (default 0); "
-                        "the other ranks' scheduler events are left out. A trace with one scheduler ignores it")
+                   help="a trace of `minisgl serve --dp-size N`: replay scheduler rank N (scheduler_dpN) "
+                        "beside the HTTP server, TokenizerManager, DataParallelController and detokenizer "
+                        "(default 0); the other ranks' scheduler events are left out. A trace with one "
+                        "scheduler ignores it")
     p.add_argument("--server", default=None, metavar="NAME",
-                   help="a merged trace of several servers (`minisgl trace merge`): replay this one (default: "
-                        "decode, else the first by name)")
+                   help="a merged trace of several servers (`minisgl trace merge`): replay this one "
+                        "(default: decode, else the first by name)")
     web = p.add_argument_group("in a browser (textual-serve)")
     web.add_argument("--web", action="store_true",
                      help="serve the app in a browser instead of the terminal: each browser tab runs its own "
@@ -30,12 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "a terminal); Ctrl+C stops the server")
     web.add_argument("--host", default="127.0.0.1",
                      help="with --web: the address to listen on, and the one the page tells the browser to "
-                          "connect back to (default 127.0.0.1, this machine only; for a class, this machine's "
-                          "address on the network)")
+                          "connect back to (default 127.0.0.1, this machine only; for a class, this "
+                          "machine's address on the network)")
     web.add_argument("--port", type=int, default=8000,
-                     help="with --web: the port (default 8000, a fixed URL you can write on the board; 0 picks "
-                          "a free one). The page loads its font from fonts.googleapis.com; offline it falls "
-                          "back to a local monospace font")
+                     help="with --web: the port (default 8000, a fixed URL you can write on the board; 0 "
+                          "picks a free one). The page loads its font from fonts.googleapis.com; offline it "
+                          "falls back to a local monospace font")
 
 
 def run(args: argparse.Namespace, prog: str = "minisgl replay", command: list[str] | None = None) -> int:
@@ -56,7 +58,8 @@ def run(args: argparse.Namespace, prog: str = "minisgl replay", command: list[st
             tail.poll()
             trace = tail.trace
         else:
-            tail, trace = None, pick_rank(pick_server(load_trace(args.dir), getattr(args, "server", None)), dp_rank)
+            tail, trace = None, pick_rank(pick_server(load_trace(args.dir), getattr(args, "server", None)),
+                                          dp_rank)
         rid = find_rid(trace, args.rid) if args.rid else None
     except (TraceError, ValueError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)

@@ -111,6 +111,7 @@ def row_cells(frame: Frame, row: BatchRow) -> list:
         if row.token is not None and frame.index.text_of(row.token) is not None:
             sampled += f" {frame.index.text_of(row.token)!r}"
     return [Text(frame.rid_label(row.rid), style=style), str(row.position),
-            "-" if row.input_id is None else str(row.input_id), "" if token_text is None else repr(token_text),
-            "-" if row.slot is None else str(row.slot), "cached" if row.cached else "draft" if row.draft else "new",
+            "-" if row.input_id is None else str(row.input_id),
+            "" if token_text is None else repr(token_text), "-" if row.slot is None else str(row.slot),
+            "cached" if row.cached else "draft" if row.draft else "new",
             Text(sampled, style="bold" if row.sampled else "")]

@@ -56,7 +56,8 @@ class Scrubber(Vertical):
         yield Static(id="status")
         with Horizontal():
             for name, label, action, tooltip in CONTROLS:
-                button = Button(label, action=f"app.{action}", compact=True, tooltip=tooltip, id=f"ctl-{name}")
+                button = Button(label, action=f"app.{action}", compact=True, tooltip=tooltip,
+                                id=f"ctl-{name}")
                 button.can_focus = False  # the keys do it; focus stays on the pane
                 button.active_effect_duration = 0  # every click counts, however fast they come
                 yield button

@@ -95,7 +95,8 @@ class Timeline:
 
     # ---- modes ------------------------------------------------------------------------------------
     def pin(self, rid: str | None) -> None:
-        """Follow one request (None: follow none). The cursor moves to its nearest event if it is elsewhere."""
+        """Follow one request (None: follow none). The cursor moves to its nearest event if it is
+        elsewhere."""
         self.pinned = rid
         self._changed()
 

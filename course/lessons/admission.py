@@ -8,8 +8,8 @@ from tracer.fmt import ranges
 
 SCENARIOS = ("admission_budgets", "lpm_order")
 # the budget names in sched.admission's `budget` field, and the prefix of this page's facts about each
-REFUSALS = {"max_prefill_tokens": "prefill", "chunked_prefill_size": "chunk", "max_running_requests": "running",
-            "kv_cache": "kv"}
+REFUSALS = {"max_prefill_tokens": "prefill", "chunked_prefill_size": "chunk",
+            "max_running_requests": "running", "kv_cache": "kv"}
 
 
 def _one(trace, name, pred=lambda ev: True):
@@ -27,7 +27,8 @@ def _budget_facts(t) -> dict:
     out = {}
     adm = events(t, "sched.admission")
     for budget, key in REFUSALS.items():
-        ev = _one(t, "sched.admission", lambda e: e.get("decision") == "refused" and e.get("budget") == budget)
+        ev = _one(t, "sched.admission",
+                  lambda e: e.get("decision") == "refused" and e.get("budget") == budget)
         before = ev.get("before")
         admitted = [e for e in adm if e.round == ev.round and e.get("decision") == "admitted"]
         out.update({
@@ -79,13 +80,15 @@ def _lpm(t) -> dict:
     arrived = [e.rid for e in events(t, "sched.enqueued", lambda e: e.round == sort.round)]
     if arrived == sort.get("waiting"):
         raise ValueError("lpm_order: the sort no longer changes the queue")
-    match = {e.rid: e.get("prefix_len") for e in events(t, "sched.prefix_matched", lambda e: e.round == sort.round)}
+    match = {e.rid: e.get("prefix_len")
+             for e in events(t, "sched.prefix_matched", lambda e: e.round == sort.round)}
     head, tail = sort.get("waiting")[0], sort.get("waiting")[-1]
     adm = _one(t, "sched.admission", lambda e: e.rid == head and e.round == sort.round)
     refused = _one(t, "sched.admission", lambda e: e.rid == tail and e.round == sort.round)
     later = _one(t, "sched.admission", lambda e: e.rid == tail and e.get("decision") == "admitted")
     return {"lpm_round": sort.round, "lpm_arrived": arrived, "lpm_sorted": sort.get("waiting"),
-            "lpm_head": head, "lpm_tail": tail, "lpm_head_prefix": match[head], "lpm_tail_prefix": match[tail],
+            "lpm_head": head, "lpm_tail": tail, "lpm_head_prefix": match[head],
+            "lpm_tail_prefix": match[tail],
             "lpm_head_range": f"[{adm.get('extend_range')[0]}, {adm.get('extend_range')[1]})",
             "lpm_head_extend": adm.get("extend_input_len"), "lpm_tail_budget": refused.get("budget"),
             "lpm_tail_round": later.round}

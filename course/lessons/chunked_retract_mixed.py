@@ -1,5 +1,6 @@
-"""Facts for lessons/chunked-retract-mixed.md: a prompt a chunk per round (chunked_prefill), a decode that runs
-out of KV slots and retracts a victim (retract), and prompt chunks riding with decode rows (mixed_round)."""
+"""Facts for lessons/chunked-retract-mixed.md: a prompt a chunk per round (chunked_prefill), a decode that
+runs out of KV slots and retracts a victim (retract), and prompt chunks riding with decode rows
+(mixed_round)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _sampled_text(trace, round: int, rid: str) -> str:
 
 
 def _chunked(t) -> dict:
-    steps = _ev(t, "sched.admission", lambda ev: ev.rid == "L" and ev.get("decision") in ("admitted", "chunked"))
+    steps = _ev(t, "sched.admission",
+                lambda ev: ev.rid == "L" and ev.get("decision") in ("admitted", "chunked"))
     chunks = [ev for ev in steps if ev.get("decision") == "chunked"]
     last = next(ev for ev in steps if ev.get("decision") == "admitted")
     kept = _ev(t, "sched.output_appended", lambda ev: ev.rid == "L")[0]
@@ -56,7 +58,8 @@ def _chunked(t) -> dict:
 
 
 def _max_new(t, rid: str) -> int:
-    return _ev(t, "sched.req_created", lambda ev: ev.rid == rid)[0].get("sampling_params").get("max_new_tokens")
+    return _ev(t, "sched.req_created",
+               lambda ev: ev.rid == rid)[0].get("sampling_params").get("max_new_tokens")
 
 
 def _retract(t) -> dict:
@@ -74,7 +77,8 @@ def _retract(t) -> dict:
         "longest prompt" if in_len[rid] != in_len[other] else "rid")
     budget = _ev(t, "sched.prefill_budget", lambda ev: other in (ev.get("running_rids") or []) or
                  rid in (ev.get("running_rids") or []))[0]
-    adm = _ev(t, "sched.admission", lambda ev: ev.round == budget.round and ev.get("decision") == "admitted")[0]
+    adm = _ev(t, "sched.admission",
+              lambda ev: ev.round == budget.round and ev.get("decision") == "admitted")[0]
     back = _ev(t, "sched.admission", lambda ev: ev.rid == rid and ev.round > rnd)[0]
     resume = _ev(t, "sched.batch_formed", lambda ev: ev.round == back.round)[0]
     first = _ev(t, "sched.admission", lambda ev: ev.rid == rid)[0]
@@ -92,7 +96,8 @@ def _retract(t) -> dict:
         "survivor_out": out_len[other],
         "survivor_in": in_len[other],
         "victim_key": key,
-        "victim_key_zh": {"fewest output tokens": "输出 Token 数", "longest prompt": "Prompt 长度", "rid": "rid"}[key],
+        "victim_key_zh": {"fewest output tokens": "输出 Token 数", "longest prompt": "Prompt 长度",
+                          "rid": "rid"}[key],
         "needed": check.get("needed"),
         "room": check.get("available_size") + check.get("evictable_size"),
         "prev_available": ok.get("available_size"),
@@ -105,7 +110,8 @@ def _retract(t) -> dict:
         "ratio_room": budget.get("available_size"),
         "ratio_total": budget.get("budgets").get("rem_total_tokens"),
         "ratio_need": adm.get("extend_input_len") + adm.get("future_tokens"),
-        "ratio_full_total": budget.get("available_size") + budget.get("evictable_size") - sum(budget.get("running_future_tokens")),
+        "ratio_full_total": (budget.get("available_size") + budget.get("evictable_size")
+                             - sum(budget.get("running_future_tokens"))),
         "admitted_late": adm.rid,
         "victim_inserted": len(ins.get("slots")),
         "victim_evicted": len(freed.get("slots")),
@@ -113,7 +119,8 @@ def _retract(t) -> dict:
         "resume_range": _range(back.get("extend_range")),
         "resume_prefix": back.get("prefix_locked"),
         "resume_rows": len(resume.get("out_cache_loc")),
-        "resume_ratio": _ev(t, "sched.prefill_budget", lambda ev: ev.round == back.round)[0].get("new_token_ratio"),
+        "resume_ratio": _ev(t, "sched.prefill_budget",
+                            lambda ev: ev.round == back.round)[0].get("new_token_ratio"),
         "first_range": _range(first.get("extend_range")),
         "victim_final": fin.get("output_len"),
         "retract_max_new": _max_new(t, rid),
@@ -148,10 +155,13 @@ def _mixed(t) -> dict:
         "mixed_rejoined": merged.get("joined"),
         "mixed_merge_round": merged.round,
         "mixed_excluded": merged.get("chunked_excluded"),
-        "mixed_prev_mode": _ev(t, "sched.batch_formed", lambda ev: ev.round == m.round - 1)[0].get("forward_mode"),
-        "mixed_next_mode": _ev(t, "sched.batch_formed", lambda ev: ev.round == mixed[-1].round + 1)[0].get("forward_mode"),
+        "mixed_prev_mode": _ev(t, "sched.batch_formed",
+                               lambda ev: ev.round == m.round - 1)[0].get("forward_mode"),
+        "mixed_next_mode": _ev(t, "sched.batch_formed",
+                               lambda ev: ev.round == mixed[-1].round + 1)[0].get("forward_mode"),
     }
 
 
 def facts(traces) -> dict:
-    return {**_chunked(traces["chunked_prefill"]), **_retract(traces["retract"]), **_mixed(traces["mixed_round"])}
+    return {**_chunked(traces["chunked_prefill"]), **_retract(traces["retract"]),
+            **_mixed(traces["mixed_round"])}

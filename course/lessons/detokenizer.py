@@ -40,8 +40,10 @@ def facts(traces) -> dict:
     decoded = _of(t, "detok.decoded", "ZH")
     held = next(ev for ev in decoded if ev.get("held_back_tokens"))
     freed = next(ev for ev in decoded if ev.index > held.index and ev.get("delta"))
-    sampled = {ev.round: ev.get("texts")[ev.rids.index("ZH")] for ev in t.by_rid("ZH") if ev.name == "sched.sampled"}
-    char_tokens = [tid for ev in decoded if held.index <= ev.index <= freed.index for tid in ev.get("token_ids")]
+    sampled = {ev.round: ev.get("texts")[ev.rids.index("ZH")] for ev in t.by_rid("ZH")
+               if ev.name == "sched.sampled"}
+    char_tokens = [tid for ev in decoded if held.index <= ev.index <= freed.index
+                   for tid in ev.get("token_ids")]
     later = [ev for ev in decoded if ev.index > freed.index]
     non_empty = [ev for ev in decoded if ev.get("delta")]
 

@@ -1,4 +1,5 @@
-"""Facts for lessons/limits-failures.md: refusals, clamps, aborts, a client that leaves, and what is freed when.
+"""Facts for lessons/limits-failures.md: refusals, clamps, aborts, a client that leaves, and what is freed
+when.
 
 Scenarios: context_limit (TOO_LONG refused, CLAMPED clamped), abort (WAIT aborted while waiting, RUN while
 running, LATER after them), client_disconnect (LEAVER: the abort's round depends on the clock, so only facts
@@ -23,7 +24,8 @@ def _claim(ok: bool, what: str) -> None:
 
 
 def _all(t, name, rid=None, **attrs):
-    return [ev for ev in t.events if ev.name == name and (rid is None or ev.rid == rid or rid in (ev.rids or ()))
+    return [ev for ev in t.events if ev.name == name
+            and (rid is None or ev.rid == rid or rid in (ev.rids or ()))
             and all(ev.get(k) == v for k, v in attrs.items())]
 
 
@@ -63,9 +65,10 @@ def _context_limit(t) -> dict:
     _claim(made.get("input_len") + clamp["to"] == limit, "the clamp fills the limit exactly")
     last = [ev for ev in _all(t, "sched.batch_formed", "CLAMPED")][-1]
     return {"refusal": msg, "too_long_len": prompt, "fit": fit, "limit": limit, "context_len": context,
-            "refused_round": refused.round, "clamped_input": made.get("input_len"), "clamp_from": clamp["from"],
-            "clamp_to": clamp["to"], "clamped_last_round": last.round, "clamped_last_seq": last.get("seq_lens")[0],
-            **_request(t, "TOO_LONG", "too_long"), **_request(t, "CLAMPED", "clamped")}
+            "refused_round": refused.round, "clamped_input": made.get("input_len"),
+            "clamp_from": clamp["from"], "clamp_to": clamp["to"], "clamped_last_round": last.round,
+            "clamped_last_seq": last.get("seq_lens")[0], **_request(t, "TOO_LONG", "too_long"),
+            **_request(t, "CLAMPED", "clamped")}
 
 
 def _abort(t) -> dict:
@@ -74,7 +77,8 @@ def _abort(t) -> dict:
     _claim(wait.get("where") == "waiting" and run.get("where") == "running", "where each abort lands")
     wait_done, run_done = _one(t, "sched.finished", "WAIT"), _one(t, "sched.finished", "RUN")
     _claim(wait_done.round == wait.round, "a waiting request leaves in the round its abort arrives")
-    before = [ev for ev in _all(t, "sched.output_appended", "RUN") if ev.index < run.index][-1].get("output_len")
+    before = [ev for ev in _all(t, "sched.output_appended", "RUN")
+              if ev.index < run.index][-1].get("output_len")
     batches = {rid: _all(t, "sched.batch_formed", rid) for rid in ("RUN", "LATER")}
     run_row = batches["RUN"][0].get("req_pool_indices")[0]
     later_row = batches["LATER"][0].get("req_pool_indices")[0]
@@ -82,16 +86,18 @@ def _abort(t) -> dict:
     first = _all(t, "sched.admission", "WAIT", decision="refused")[0]
     return {"wait_round": wait.round, "first_round": first.round, "wait_budget": first.get("budget"),
             "run_round": run.round, "run_done_round": run_done.round, "run_before": before,
-            "run_after": run_done.get("output_len") - before, "run_slots": ranges(_slots(t, "kv.assigned", "RUN")),
-            "later_round": batches["LATER"][0].round, "pool_row": run_row,
-            **_request(t, "WAIT", "wait"), **_request(t, "RUN", "run"), **_request(t, "LATER", "later")}
+            "run_after": run_done.get("output_len") - before,
+            "run_slots": ranges(_slots(t, "kv.assigned", "RUN")), "later_round": batches["LATER"][0].round,
+            "pool_row": run_row, **_request(t, "WAIT", "wait"), **_request(t, "RUN", "run"),
+            **_request(t, "LATER", "later")}
 
 
 def _disconnect(t) -> dict:
     err = _all(t, "http.error", "LEAVER")[0]  # the first: where the client went away
     sent = _all(t, "ipc.send", "LEAVER", msg="AbortReq")[0]
     asked = _one(t, "sched.abort_requested", "LEAVER")
-    _claim(sent.proc == "tokenizer_manager" and asked.get("where") == "running", "AbortReq reaches a running request")
+    _claim(sent.proc == "tokenizer_manager" and asked.get("where") == "running",
+           "AbortReq reaches a running request")
     woken = [ev for ev in _all(t, "tm.waiter_woken", "LEAVER") if ev.index > err.index]
     _claim(not woken, "no waiter wakes after the client left: its ReqState is gone")
     late = [ev for ev in _all(t, "ipc.recv", "LEAVER", msg="BatchStrOutput")

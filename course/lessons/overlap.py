@@ -20,7 +20,8 @@ HEAD = {
 }
 WORDS = {"en": {"round": "round {}: ", "dropped": "dropped: {}", "slots": "slots {}", "none": "—",
                 "sep": "; "},
-         "zh": {"round": "第 {} 轮：", "dropped": "丢弃 {} 的行", "slots": "槽位 {}", "none": "—", "sep": "；"}}
+         "zh": {"round": "第 {} 轮：", "dropped": "丢弃 {} 的行", "slots": "槽位 {}", "none": "—",
+                "sep": "；"}}
 
 
 def _one(found: list, what: str):
@@ -136,8 +137,8 @@ def threads(t, last: int, lang: str) -> str:
     indices = future_indices(t)
     rnd_of = (lambda r: f"第 {r} 轮") if zh else (lambda r: f"round {r}")
     sep = "" if zh else " "
-    colon, say = ("：", {"form": "组出", "launch": "启动", "its": "（本轮 token 记作 {}）", "result": "的结果",
-                         "none": "没有占位", "process": "处理"}) if zh else (
+    colon, say = ("：", {"form": "组出", "launch": "启动", "its": "（本轮 token 记作 {}）",
+                         "result": "的结果", "none": "没有占位", "process": "处理"}) if zh else (
         ": ", {"form": "form", "launch": "launch", "its": " (its tokens: {})", "result": " result",
                "none": "no placeholder", "process": "process"})
     lines = ["sequenceDiagram", f"    participant S as {'调度线程' if zh else 'scheduler thread'}",

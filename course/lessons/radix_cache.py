@@ -40,7 +40,8 @@ def facts(traces) -> dict:
     tree_a_done = _tree(t, a_done)
     tree_b = _tree(t, b.round)
     split = _node_with(tree_b, hit.get("matched_slots")[0])
-    rest = next(n for n in tree_b.values() if n["parent"] == split["id"] and n["value"][0] in a_ins.get("slots"))
+    rest = next(n for n in tree_b.values() if n["parent"] == split["id"]
+                and n["value"][0] in a_ins.get("slots"))
     b_new = next(n for n in tree_b.values() if n["value"] == b.get("out_cache_loc"))
     end_b = _one(t, "sched.round_end", lambda ev: ev.round == b.round)
     evict = _one(t, "cache.evicted")

@@ -16,7 +16,8 @@ def _one(trace, name: str, rid: str, pred=lambda ev: True):
 
 
 def _texts(trace, rid: str) -> list[tuple[int, str]]:
-    """(round, text) of each token sampled for rid (only the kept ones: each is followed by output_appended)."""
+    """(round, text) of each token sampled for rid (only the kept ones: each is followed by
+    output_appended)."""
     kept = {ev.round for ev in _one(trace, "sched.output_appended", rid)}
     return [(ev.round, ev.get("texts")[ev.rids.index(rid)]) for ev in _one(trace, "sched.sampled", rid)
             if ev.round in kept]

@@ -105,7 +105,8 @@ def pd_facts(t) -> dict:
         if (sent.get("room"), sent.get("nbytes"), sent.get("first_token")) != (
                 received.get("room"), received.get("nbytes"), received.get("first_token")):
             raise ValueError(f"pd_disaggregation: {rid}'s KV sent and received differ")
-        extend = next(ev for ev in prefill.events if ev.name == "sched.batch_formed" and rid in (ev.rids or ()))
+        extend = next(ev for ev in prefill.events if ev.name == "sched.batch_formed"
+                      and rid in (ev.rids or ()))
         sampled = next(ev for ev in prefill.events if ev.name == "sched.sampled" and rid in (ev.rids or ()))
         decoded = [ev for ev in decode.events if ev.name == "sched.batch_formed" and rid in (ev.rids or ())]
         out |= {
@@ -116,7 +117,8 @@ def pd_facts(t) -> dict:
             f"pd_prefill_done_round_{rid}": _one(prefill, "sched.finished", rid).round,
             f"pd_rows_{rid}": sent.get("num_tokens"),
             f"pd_bytes_{rid}": sent.get("nbytes"),
-            f"pd_first_token_{rid}": json.dumps(sampled.get("texts")[sampled.rids.index(rid)], ensure_ascii=False),
+            f"pd_first_token_{rid}": json.dumps(sampled.get("texts")[sampled.rids.index(rid)],
+                                                ensure_ascii=False),
             f"pd_first_token_id_{rid}": sent.get("first_token"),
             f"pd_prealloc_{rid}": next(ev for ev in decode.events if ev.name == "disagg.bootstrap"
                                        and ev.rid == rid).get("num_slots"),

@@ -44,8 +44,9 @@ def table(trace, last: int, lang: str) -> str:
         if formed is None or end is None:
             raise ValueError(f"scheduler-loop: round {r} ran no batch")
         arrived = [ev.rid for ev in events(trace, "sched.req_created", lambda ev: ev.round == r)]
-        cells = [str(r), _list(arrived), _batch(prev, prev_rids), _list(merged.get("joined") if merged else []),
-                 _batch(formed), _list(end.get("waiting")), _list(end.get("running")), end.get("chunked") or "—"]
+        cells = [str(r), _list(arrived), _batch(prev, prev_rids),
+                 _list(merged.get("joined") if merged else []), _batch(formed), _list(end.get("waiting")),
+                 _list(end.get("running")), end.get("chunked") or "—"]
         lines.append("| " + " | ".join(cells) + " |")
         # a DECODE cur_batch is running_batch itself, so finished requests were filtered out of it
         prev, prev_rids = formed, end.get("running") if formed.get("forward_mode") == "DECODE" else None
@@ -71,10 +72,10 @@ def _budgets(t) -> dict:
         "a_join_round": a_join.round, "a_first_decode": a_dec.round,
         "prefill_first_rounds": ranges(between),
         "prefill_first_batches": [_batch(ev) for ev in formed if ev.round in between],
-        "merge_round": merge.round, "merge_joined": merge.get("joined"), "merge_running": merge.get("running"),
-        "merge_batch": _batch(_at(t, "sched.batch_formed", merge.round)),
-        "d_arrived": d_in, "d_admitted": d_adm, "d_waited": d_adm - d_in,
-        "finish_round": done.round,
+        "merge_round": merge.round, "merge_joined": merge.get("joined"),
+        "merge_running": merge.get("running"),
+        "merge_batch": _batch(_at(t, "sched.batch_formed", merge.round)), "d_arrived": d_in,
+        "d_admitted": d_adm, "d_waited": d_adm - d_in, "finish_round": done.round,
         "finished_rids": [ev.rid for ev in events(t, "sched.finished", lambda ev: ev.round == done.round)],
         "finish_running": _list(_at(t, "sched.round_end", done.round).get("running")),
         "decode_rounds": ranges([ev.round for ev in formed if ev.get("forward_mode") == "DECODE"
@@ -83,9 +84,11 @@ def _budgets(t) -> dict:
 
 
 def _chunked(t) -> dict:
-    adm = events(t, "sched.admission", lambda ev: ev.rid == "L" and ev.get("decision") in ("admitted", "chunked"))
+    adm = events(t, "sched.admission",
+                 lambda ev: ev.rid == "L" and ev.get("decision") in ("admitted", "chunked"))
     chunked = [ev.round for ev in events(t, "sched.round_end", lambda ev: ev.get("chunked") == "L")]
-    excluded = [ev.round for ev in events(t, "sched.batch_merged", lambda ev: ev.get("chunked_excluded") == "L")]
+    excluded = [ev.round
+                for ev in events(t, "sched.batch_merged", lambda ev: ev.get("chunked_excluded") == "L")]
     join = _one(t, "sched.batch_merged", lambda ev: "L" in ev.get("joined"))
     appended = [ev.round for ev in t.by_rid("L") if ev.name == "sched.output_appended"]
     return {

@@ -66,7 +66,8 @@ def facts(traces) -> dict:
         "context_len": context,
         "kv_size": _first(cl.events, "sched.config").get("kv_size"),
         "refusal": msg,
-        "too_long_rounds": sorted({ev.round for ev in cl.by_rid(refused.rid) if ev.name == "sched.batch_formed"}) or "none",
+        "too_long_rounds": sorted({ev.round for ev in cl.by_rid(refused.rid)
+                                   if ev.name == "sched.batch_formed"}) or "none",
         "clamped_rid": created.rid,
         "clamped_input_len": created.get("input_len"),
         "clamp_from": clamp["from"],
@@ -80,5 +81,6 @@ def facts(traces) -> dict:
         "leaver_finish": gone.get("finish_reason")["type"],
         "late_outputs": sum(1 for ev in after if ev.name == "ipc.recv" and ev.get("msg") == "BatchStrOutput"),
         "woken_after_abort": sum(1 for ev in after if ev.name == "tm.waiter_woken"),
-        "leaver_left_running": [ev.get("running") for ev in cd.events if ev.name == "sched.round_end"][-1] or "none",
+        "leaver_left_running": ([ev.get("running") for ev in cd.events if ev.name == "sched.round_end"][-1]
+                                or "none"),
     }

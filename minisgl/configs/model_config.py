@@ -39,7 +39,8 @@ class ModelConfig:
         return self.max_position_embeddings
 
     @classmethod
-    def from_gguf_fields(cls, fields: dict[str, Any], vocab_size: int, has_output_weight: bool) -> ModelConfig:
+    def from_gguf_fields(cls, fields: dict[str, Any], vocab_size: int,
+                         has_output_weight: bool) -> ModelConfig:
         arch = fields.get("general.architecture")
         if arch != "llama":
             raise UnsupportedModel(
@@ -78,7 +79,8 @@ class ModelConfig:
         try:
             return cls._from_hf_dict(folder, arch, cfg)
         except KeyError as e:
-            raise UnsupportedModel(f"{folder / 'config.json'} has no {e.args[0]!r}, which {arch} needs") from None
+            raise UnsupportedModel(f"{folder / 'config.json'} has no {e.args[0]!r}, which {arch} "
+                                   "needs") from None
 
     @classmethod
     def _from_hf_dict(cls, folder: Path, arch: str, cfg: dict[str, Any]) -> ModelConfig:

@@ -19,7 +19,7 @@ def decoded(recv: BatchTokenIDOutput, steps: Sequence[DecodeStep]) -> None:
     if not (tracer.enabled and tracer.level >= LEVEL_TOKENS):
         return
     for rid, ids, step in zip(recv.rids, recv.output_ids, steps):
-        tracer.event("detok.decoded", rid=rid, type="BatchStrOutput", token_ids=list(ids), delta=step.delta_text,
-                     read_offset=step.read_offset, surr_offset=step.surr_offset,
-                     held_back_tokens=step.held_back.incomplete_tokens, stop_prefix=step.held_back.stop_prefix,
-                     stop_trimmed=step.stop_trimmed)
+        tracer.event("detok.decoded", rid=rid, type="BatchStrOutput", token_ids=list(ids),
+                     delta=step.delta_text, read_offset=step.read_offset, surr_offset=step.surr_offset,
+                     held_back_tokens=step.held_back.incomplete_tokens,
+                     stop_prefix=step.held_back.stop_prefix, stop_trimmed=step.stop_trimmed)

@@ -1,11 +1,11 @@
 """The bootstrap server: where a request's two halves find each other, by the room the router gave both.
 
-    prefill server  BootstrapServer binds tcp://*:BOOTSTRAP_PORT (--disaggregation-bootstrap-port) and drains it
-                    every round: {"type": "register", room, endpoint, num_slots}: the decode half of `room` has
-                    preallocated its KV slots and waits at `endpoint` (its KVReceiver);
+    prefill server  BootstrapServer binds tcp://*:BOOTSTRAP_PORT (--disaggregation-bootstrap-port) and drains
+                    it every round: {"type": "register", room, endpoint, num_slots}: the decode half of `room`
+                    has preallocated its KV slots and waits at `endpoint` (its KVReceiver);
                     {"type": "ack", room}: the decode half received the KV, the prefill half may free its own
-    decode server   BootstrapClient connects to each prefill's bootstrap address (the router's bootstrap_host and
-                    bootstrap_port) and sends those two messages
+    decode server   BootstrapClient connects to each prefill's bootstrap address (the router's bootstrap_host
+                    and bootstrap_port) and sends those two messages
 
 SGLang's bootstrap server is an HTTP server the decode side asks for the prefill ranks' addresses; here one
 ZeroMQ PULL socket does the pairing and carries the acknowledgements. Messages are JSON: they cross machines.
@@ -40,7 +40,8 @@ class BootstrapServer:
             except zmq.Again:
                 return
             if msg.get("type") == "register":
-                self.registered[int(msg["room"])] = {"endpoint": msg["endpoint"], "num_slots": msg["num_slots"]}
+                self.registered[int(msg["room"])] = {"endpoint": msg["endpoint"],
+                                                     "num_slots": msg["num_slots"]}
             elif msg.get("type") == "ack":
                 self.acked.add(int(msg["room"]))
 
@@ -62,7 +63,8 @@ class BootstrapClient:
         sock.send(json.dumps(msg).encode())
 
     def register(self, host: str, port: int, room: int, endpoint: str, num_slots: int) -> None:
-        self._send(host, port, {"type": "register", "room": room, "endpoint": endpoint, "num_slots": num_slots})
+        self._send(host, port,
+                   {"type": "register", "room": room, "endpoint": endpoint, "num_slots": num_slots})
 
     def ack(self, host: str, port: int, room: int) -> None:
         self._send(host, port, {"type": "ack", "room": room})

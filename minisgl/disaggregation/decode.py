@@ -1,11 +1,13 @@
 """The decode server (--disaggregation-mode decode), after SGLang's disaggregation/decode.py.
 
-    disagg_decode_prealloc_queue   a new request waits here for KV slots: its prompt's, plus one decode slot for
-                                   every running or transferring request (the KV budget); then it registers its
-                                   room and its KVReceiver's endpoint with the prefill's bootstrap server
+    disagg_decode_prealloc_queue   a new request waits here for KV slots: its prompt's, plus one decode slot
+                                   for every running or transferring request (the KV budget); then it
+                                   registers its room and its KVReceiver's endpoint with the prefill's
+                                   bootstrap server
     disagg_decode_transfer_queue   its preallocated slots wait for the prompt's KV rows and first token
-    running_batch                  KV written into the slots, the ack sent: the request joins the running batch
-                                   as if it had been prefilled here (SGLang's PREBUILT batch) and decodes as usual
+    running_batch                  KV written into the slots, the ack sent: the request joins the running
+                                   batch as if it had been prefilled here (SGLang's PREBUILT batch) and
+                                   decodes as usual
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ class SchedulerDisaggregationDecodeMixin:
             n = len(req.origin_input_ids)
             holders = len(self.running_batch.reqs) + len(transfer)
             room = pool.available_size() + self.tree_cache.evictable_size()
-            if (holders >= self.server_args.max_running_requests or self.req_to_token_pool.available_size() == 0
+            if (holders >= self.server_args.max_running_requests
+                    or self.req_to_token_pool.available_size() == 0
                     or n + holders + 1 > room):
                 return
             self.disagg_decode_prealloc_queue.pop(0)
@@ -54,7 +57,8 @@ class SchedulerDisaggregationDecodeMixin:
             self.req_to_token_pool.req_to_token[req.req_pool_idx, :n] = slots
             req.fill_ids, req.prefix_indices = list(req.origin_input_ids), slots.clone()
             endpoint = self.kv_receiver.endpoint(local_address_towards(req.bootstrap_host))
-            self.bootstrap_client.register(req.bootstrap_host, req.bootstrap_port, req.bootstrap_room, endpoint, n)
+            self.bootstrap_client.register(req.bootstrap_host, req.bootstrap_port, req.bootstrap_room,
+                                           endpoint, n)
             transfer.append(req)
             self.disagg_trace.preallocated(req, slots, endpoint)
 

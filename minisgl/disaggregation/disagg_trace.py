@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from minisgl.scheduler.trace_collector import hook
+from minisgl.scheduler.trace_hook import hook
 from tracer.api import tracer
 
 if TYPE_CHECKING:
@@ -33,7 +33,8 @@ class DisaggTraceCollector:
         tracer.event("disagg.bootstrap", rid=req.rid, room=req.bootstrap_room, mode="prefill",
                      peer=peer["endpoint"], num_slots=peer["num_slots"])
         if entered_waiting:
-            tracer.event("sched.enqueued", rid=req.rid, queue_len=len(self.sched.waiting_queue), retracted=False)
+            tracer.event("sched.enqueued", rid=req.rid, queue_len=len(self.sched.waiting_queue),
+                         retracted=False)
 
     @hook
     def preallocated(self, req: Req, slots, endpoint: str) -> None:
@@ -46,10 +47,11 @@ class DisaggTraceCollector:
     @hook
     def kv_sent(self, req: Req, endpoint: str, slots, nbytes: int) -> None:
         """Emitted just before the KV leaves: the decode side may trace its receipt at once."""
-        tracer.event("disagg.kv_sent", rid=req.rid, room=req.bootstrap_room, dst=endpoint, num_tokens=len(slots),
-                     slots=slots, nbytes=nbytes, first_token=req.output_ids[-1])
+        tracer.event("disagg.kv_sent", rid=req.rid, room=req.bootstrap_room, dst=endpoint,
+                     num_tokens=len(slots), slots=slots, nbytes=nbytes, first_token=req.output_ids[-1])
         tracer.event("disagg.queued", rid=req.rid, queue="inflight", room=req.bootstrap_room)
-        tracer.flush()  # on disk before the KV leaves: a reader of the live traces never sees the receipt first
+        # on disk before the KV leaves: a reader of the live traces never sees the receipt first
+        tracer.flush()
 
     @hook
     def kv_received(self, req: Req, slots, msg: KVMessage) -> None:

@@ -7,7 +7,8 @@ One message, three frames on a PUSH -> PULL pair (prefill connects to the decode
     v       the V rows, the same shape
 A JSON header and raw bytes, not pickle: these sockets face the network (pickle runs what its sender names).
 The decode side copies the rows into its own slots (which the prefill side never needs to know), so one
-message is a whole prompt: SGLang's RDMA backends instead write into the decode's slots directly, layer by layer.
+message is a whole prompt: SGLang's RDMA backends instead write into the decode's slots directly, layer by
+layer.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def scatter_kv(pool: TokenToKVPool, slots: torch.Tensor, k: torch.Tensor, v: tor
         pool.set_kv_buffer(layer, slots, k[layer], v[layer])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KVMessage:
     """What the decode side received for one room."""
 
@@ -95,8 +96,9 @@ class KVReceiver:
                 return out
             h = json.loads(header)
             dtype, shape = DTYPES[h["dtype"]], h["shape"]
-            out.append(KVMessage(int(h["room"]), int(h["first_token"]), float(h["logprob"]),
-                                 _tensor(kb, dtype, shape), _tensor(vb, dtype, shape), len(kb) + len(vb)))
+            out.append(KVMessage(room=int(h["room"]), first_token=int(h["first_token"]),
+                                 logprob=float(h["logprob"]), k=_tensor(kb, dtype, shape),
+                                 v=_tensor(vb, dtype, shape), nbytes=len(kb) + len(vb)))
 
     def close(self) -> None:
         self.socket.close()

@@ -29,8 +29,8 @@ class SchedulerDisaggregationMixin(SchedulerDisaggregationPrefillMixin, Schedule
     def disagg_refusal(self, recv_req) -> str | None:
         if self.disaggregation_mode == DisaggregationMode.NULL or recv_req.bootstrap_room is not None:
             return None
-        return (f"this is a {self.disaggregation_mode.value} server (--disaggregation-mode): send requests through "
-                "the router (sglang-router --pd-disaggregation), which gives each a bootstrap_host, "
+        return (f"this is a {self.disaggregation_mode.value} server (--disaggregation-mode): send requests "
+                "through the router (sglang-router --pd-disaggregation), which gives each a bootstrap_host, "
                 "bootstrap_port and bootstrap_room")
 
     def disagg_queues(self) -> list[list]:
@@ -71,7 +71,8 @@ class SchedulerDisaggregationMixin(SchedulerDisaggregationPrefillMixin, Schedule
     def _wait_for_peer(self) -> None:
         """Only the other server can move things on: sleep until its message (or a new request) arrives."""
         poller = zmq.Poller()
-        peer = self.bootstrap_server if self.disaggregation_mode == DisaggregationMode.PREFILL else self.kv_receiver
+        peer = (self.bootstrap_server if self.disaggregation_mode == DisaggregationMode.PREFILL
+                else self.kv_receiver)
         poller.register(peer.socket, zmq.POLLIN)
         tokenizer_socket = getattr(self.recv_from_tokenizer, "socket", None)
         if tokenizer_socket is not None:

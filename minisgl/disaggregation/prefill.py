@@ -21,7 +21,7 @@ from minisgl.scheduler.finish_reason import FINISH_LENGTH
 if TYPE_CHECKING:
     from minisgl.scheduler.req import Req
     from minisgl.scheduler.schedule_batch import ScheduleBatch
-    from minisgl.scheduler.tp_worker import GenerationBatchResult
+    from minisgl.scheduler.utils import GenerationBatchResult
 
 
 class SchedulerDisaggregationPrefillMixin:
@@ -40,7 +40,8 @@ class SchedulerDisaggregationPrefillMixin:
             self.waiting_queue.append(req)
             self.disagg_trace.bootstrapped(req, registered[req.bootstrap_room], entered_waiting=True)
 
-    def process_batch_result_disagg_prefill(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
+    def process_batch_result_disagg_prefill(self, batch: ScheduleBatch,
+                                            result: GenerationBatchResult) -> None:
         """Each prompt done this round: take its first token, cache its KV, send both to the decode half."""
         self.trace_collector.sampled(batch, result)
         for i, req in enumerate(batch.reqs):
@@ -59,23 +60,28 @@ class SchedulerDisaggregationPrefillMixin:
         self.trace_collector.results_processed()
 
     def send_kv_chunk(self, req: Req) -> None:
-        """The prompt's KV rows (every layer) and the first token, to the endpoint its decode half registered."""
+        """The prompt's KV rows (every layer) and the first token, to the endpoint its decode half
+        registered."""
         peer = self.bootstrap_server.registered[req.bootstrap_room]
         slots = self.req_to_token_pool.req_to_token[req.req_pool_idx, : len(req.origin_input_ids)]
         k, v = gather_kv(self.token_to_kv_pool, slots)
         # traced first: the decode side may trace its receipt before this process writes another line
         self.disagg_trace.kv_sent(req, peer["endpoint"], slots, 2 * k.numel() * k.element_size())
-        self.kv_sender.send(peer["endpoint"], req.bootstrap_room, req.output_ids[-1], req.output_logprobs[-1], k, v)
+        self.kv_sender.send(peer["endpoint"], req.bootstrap_room, req.output_ids[-1], req.output_logprobs[-1],
+                            k, v)
 
     def process_disagg_prefill_inflight_queue(self) -> None:
-        """Requests whose decode half acknowledged the KV finish: their KV goes back (to the tree, or freed)."""
-        acked = [r for r in self.disagg_prefill_inflight_queue if r.bootstrap_room in self.bootstrap_server.acked]
+        """Requests whose decode half acknowledged the KV finish: their KV goes back (to the tree, or
+        freed)."""
+        acked = [r for r in self.disagg_prefill_inflight_queue
+                 if r.bootstrap_room in self.bootstrap_server.acked]
         for req in acked:
             self.disagg_prefill_inflight_queue.remove(req)
             self.bootstrap_server.acked.discard(req.bootstrap_room)
             self.bootstrap_server.registered.pop(req.bootstrap_room, None)
             self.disagg_trace.transfer_done(req)
-            req.check_finished(self.tokenizer)  # an abort, or a first token that ends it (EOS, max_new_tokens 1)
+            # an abort, or a first token that ends it (EOS, max_new_tokens 1)
+            req.check_finished(self.tokenizer)
             if not req.finished():
                 req.finished_reason = FINISH_LENGTH(len(req.output_ids))  # this half's work is done
             self.cache_manager.cache_finished_req(req, free_reason="transferred")

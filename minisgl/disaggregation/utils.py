@@ -1,4 +1,5 @@
-"""DisaggregationMode and the flags of prefill/decode disaggregation (SGLang's names), with their validation."""
+"""DisaggregationMode and the flags of prefill/decode disaggregation (SGLang's names), with their
+validation."""
 
 from __future__ import annotations
 
@@ -21,15 +22,16 @@ DEFAULT_BOOTSTRAP_PORT = 8998  # SGLang's
 
 def add_disaggregation_cli_args(parser: argparse.ArgumentParser, d) -> None:
     g = parser.add_argument_group("prefill/decode disaggregation")
-    g.add_argument("--disaggregation-mode", default=d.disaggregation_mode, choices=[m.value for m in DisaggregationMode],
-                   help="null (default): one server prefills and decodes. prefill: compute each prompt's KV and "
-                        "first token and send them to the decode server the router paired it with. decode: "
-                        "receive them and decode the rest. Run behind `sglang-router --pd-disaggregation` "
-                        "(`minisgl router --pd-disaggregation` starts a pair)")
+    g.add_argument("--disaggregation-mode", default=d.disaggregation_mode,
+                   choices=[m.value for m in DisaggregationMode],
+                   help="null (default): one server prefills and decodes. prefill: compute each prompt's KV "
+                        "and first token and send them to the decode server the router paired it with. "
+                        "decode: receive them and decode the rest. Run behind `sglang-router "
+                        "--pd-disaggregation` (`minisgl router --pd-disaggregation` starts a pair)")
     g.add_argument("--disaggregation-bootstrap-port", type=int, default=d.disaggregation_bootstrap_port,
                    help="prefill: the port of its bootstrap server, where decode servers register for a "
-                        f"request's room (default {DEFAULT_BOOTSTRAP_PORT}, SGLang's); give the router the same "
-                        "number (--prefill URL PORT)")
+                        f"request's room (default {DEFAULT_BOOTSTRAP_PORT}, SGLang's); give the router the "
+                        "same number (--prefill URL PORT)")
     g.add_argument("--disaggregation-transfer-backend", default=d.disaggregation_transfer_backend,
                    choices=TRANSFER_BACKENDS,
                    help="how the KV rows travel: zmq (the only one here: ZeroMQ sockets, raw bytes)")
@@ -41,14 +43,16 @@ def validate_disaggregation_args(args) -> None:
     if mode not in [m.value for m in DisaggregationMode]:
         raise ValueError(f"--disaggregation-mode must be null, prefill or decode, not {mode!r}")
     if args.disaggregation_transfer_backend not in TRANSFER_BACKENDS:
-        raise ValueError(f"--disaggregation-transfer-backend must be zmq, not {args.disaggregation_transfer_backend!r}")
+        raise ValueError("--disaggregation-transfer-backend must be zmq, not "
+                         f"{args.disaggregation_transfer_backend!r}")
     if not 0 < args.disaggregation_bootstrap_port < 65536:
         raise ValueError(f"--disaggregation-bootstrap-port must be from 1 to 65535, not "
                          f"{args.disaggregation_bootstrap_port}")
     if mode == "null":
         return
     if args.overlap_schedule():
-        raise ValueError(f"--disaggregation-mode {mode} runs the normal loop only: leave out --enable-overlap-schedule")
+        raise ValueError(f"--disaggregation-mode {mode} runs the normal loop only: leave out "
+                         "--enable-overlap-schedule")
     if args.speculative_algorithm is not None:
         raise ValueError(f"--disaggregation-mode {mode} and --speculative-algorithm cannot be combined")
     if args.tp_size > 1:
@@ -56,8 +60,8 @@ def validate_disaggregation_args(args) -> None:
     if args.dp_size > 1:
         raise ValueError(f"--disaggregation-mode {mode} needs --dp-size 1: one scheduler per server")
     if args.enable_mixed_chunk:
-        raise ValueError(f"--disaggregation-mode {mode} and --enable-mixed-chunk cannot be combined: a prefill "
-                         "server runs no decode rows, a decode server no prefill rows")
+        raise ValueError(f"--disaggregation-mode {mode} and --enable-mixed-chunk cannot be combined: a "
+                         "prefill server runs no decode rows, a decode server no prefill rows")
 
 
 def local_address_towards(host: str) -> str:

@@ -23,7 +23,8 @@ def add_parallel_cli_args(parser: argparse.ArgumentParser, d: ServerArgs) -> Non
                    help="split every layer over N ranks, one scheduler process each (torch.distributed: gloo "
                         "on cpu, nccl on cuda, hccl on npu); N must divide the model's attention and "
                         "key/value heads")
-    g.add_argument("--nnodes", type=int, default=d.nnodes, help="machines the --tp-size ranks are spread over")
+    g.add_argument("--nnodes", type=int, default=d.nnodes,
+                   help="machines the --tp-size ranks are spread over")
     g.add_argument("--node-rank", type=int, default=d.node_rank,
                    help="this machine's index among --nnodes (node 0 serves HTTP; the others run only ranks)")
     g.add_argument("--dist-init-addr", default=d.dist_init_addr,
@@ -43,7 +44,8 @@ def validate_parallel_args(args: ServerArgs) -> None:
         raise ValueError(f"--node-rank must be in [0, {args.nnodes - 1}] for --nnodes {args.nnodes}, "
                          f"not {args.node_rank}")
     if args.nnodes > 1 and args.dist_init_addr is None:
-        raise ValueError("--nnodes > 1 needs --dist-init-addr host:port (node 0's address, the same on every node)")
+        raise ValueError("--nnodes > 1 needs --dist-init-addr host:port (node 0's address, the same on every "
+                         "node)")
     if args.dist_init_addr is not None:
         host, _, port = args.dist_init_addr.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -59,7 +61,8 @@ def validate_parallel_args(args: ServerArgs) -> None:
 
 
 def check_heads(args: ServerArgs, num_attention_heads: int, num_key_value_heads: int) -> None:
-    """Each rank holds whole heads: refuse, before any process starts, a --tp-size that does not divide them."""
+    """Each rank holds whole heads: refuse, before any process starts, a --tp-size that does not divide
+    them."""
     for what, n in (("attention heads", num_attention_heads), ("key/value heads", num_key_value_heads)):
         if n % args.tp_size:
             raise ValueError(f"--tp-size {args.tp_size} does not divide the model's {n} {what}; use a "

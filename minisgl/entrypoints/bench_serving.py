@@ -16,18 +16,19 @@ from dataclasses import dataclass, field
 import httpx
 
 WORDS = [
-    "time", "person", "year", "way", "day", "thing", "man", "world", "life", "hand", "part", "child", "eye", "woman",
-    "place", "work", "week", "case", "point", "government", "company", "number", "group", "problem", "fact", "river",
-    "mountain", "city", "music", "garden", "window", "story", "market", "science", "language", "history", "water",
-    "light", "color", "animal", "winter", "summer", "morning", "evening", "table", "letter",
+    "time", "person", "year", "way", "day", "thing", "man", "world", "life", "hand", "part", "child", "eye",
+    "woman", "place", "work", "week", "case", "point", "government", "company", "number", "group", "problem",
+    "fact", "river", "mountain", "city", "music", "garden", "window", "story", "market", "science",
+    "language", "history", "water", "light", "color", "animal", "winter", "summer", "morning", "evening",
+    "table", "letter",
 ]
 
 SHARED_PREFIX = (
     "You are a helpful assistant for a small public library. The library opens at nine in the morning and "
     "closes at six in the evening, except on Sundays when it is closed. Members may borrow up to five books "
     "for three weeks; a renewal adds two weeks if nobody else has reserved the book. Late returns cost ten "
-    "cents a day. The reading room on the second floor is quiet; group study rooms can be booked at the front "
-    "desk for two hours at a time. Answer the question below in one or two sentences.\n\n"
+    "cents a day. The reading room on the second floor is quiet; group study rooms can be booked at the "
+    "front desk for two hours at a time. Answer the question below in one or two sentences.\n\n"
 )
 
 
@@ -38,8 +39,8 @@ def make_prompts(dataset: str, num_prompts: int, input_len: int, seed: int) -> l
     if dataset == "random":
         return [" ".join(rng.choice(WORDS) for _ in range(input_len)) for _ in range(num_prompts)]
     if dataset == "shared-prefix":
-        return [f"{SHARED_PREFIX}Question {i}: what about the {rng.choice(WORDS)} and the {rng.choice(WORDS)}?"
-                f"\nAnswer:" for i in range(num_prompts)]
+        return [f"{SHARED_PREFIX}Question {i}: what about the {rng.choice(WORDS)} and the "
+                f"{rng.choice(WORDS)}?\nAnswer:" for i in range(num_prompts)]
     raise ValueError(f"unknown dataset {dataset!r}: random or shared-prefix")
 
 
@@ -99,11 +100,13 @@ async def send_one(client: httpx.AsyncClient, url: str, model: str, prompt: str,
 
 
 async def run_benchmark(url: str, model: str, prompts: list[str], concurrency: int, max_tokens: int,
-                        headers: dict[str, str], on_done: Callable[[RequestResult], None]) -> tuple[list, float]:
+                        headers: dict[str, str],
+                        on_done: Callable[[RequestResult], None]) -> tuple[list, float]:
     """All prompts, at most `concurrency` in flight. Returns the results and the wall time in seconds."""
     gate = asyncio.Semaphore(concurrency)
     timeout = httpx.Timeout(connect=10, read=600, write=60, pool=None)
-    async with httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=concurrency + 4)) as client:
+    async with httpx.AsyncClient(timeout=timeout,
+                                 limits=httpx.Limits(max_connections=concurrency + 4)) as client:
         fields = await length_fields(client, url, model, headers)
 
         async def one(prompt: str) -> RequestResult:

@@ -21,8 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "demo",
         help="start a traced server, stream one chat answer through the openai client, show the trace folder",
         description="Start `minisgl serve --trace` on a free port, send one streaming chat request with the "
-                    "official openai client, print the answer as it arrives, stop the server cleanly and print "
-                    "where the trace was written.",
+                    "official openai client, print the answer as it arrives, stop the server cleanly and "
+                    "print where the trace was written.",
     )
     p.add_argument("question", nargs="?", default="What is the capital of China?", help="the user message")
     p.add_argument("--max-tokens", type=int, default=64, help="most tokens in the answer (default 64)")
@@ -32,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace-dir", dest="trace_dir", help=argparse.SUPPRESS)  # its older spelling
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait for the server to be ready")
     p.add_argument("--no-replay", action="store_true",
-                   help="do not open the replay at the end, only print the command that opens it (the default "
-                        "when stdin or stdout is not a terminal)")
+                   help="do not open the replay at the end, only print the command that opens it (the "
+                        "default when stdin or stdout is not a terminal)")
     p.set_defaults(func=run)
 
 
@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     trace = ["--trace"] + ([args.trace_dir] if args.trace_dir else [])
     cmd = [sys.executable, "-m", "minisgl.cli", "serve", "--port", "0", "--log-level", "warning",
            "--max-total-tokens", "4096", *trace]
-    print(f"$ minisgl serve --port 0 {' '.join(trace)}   (loading the model in three processes ...)", flush=True)
+    print(f"$ minisgl serve --port 0 {' '.join(trace)}   (loading the model in three processes ...)",
+          flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     out = _ServerOutput(proc)
     try:

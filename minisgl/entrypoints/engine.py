@@ -3,7 +3,8 @@
     engine = Engine(dtype="float32", max_total_tokens=4096)
     engine.generate("The capital of France is", {"max_new_tokens": 8, "temperature": 0})
     engine.generate([{"role": "user", "content": "Hi!"}])          # chat messages
-    engine.generate("Hi", return_logprob=True, top_logprobs_num=5)  # + output_token_logprobs, output_top_logprobs
+    engine.generate("Hi", return_logprob=True, top_logprobs_num=5)  # + output_token_logprobs,
+                                                                        output_top_logprobs
     for chunk in engine.generate("Once upon", stream=True): ...   # text deltas
 
 Its front end is the server's: a TokenizerManagerCore tokenizes and validates each GenerateReqInput and files
@@ -43,8 +44,8 @@ class Engine:
         self.server_args = ServerArgs(model=model, **kwargs)
         self.server_args.validate()
         if self.server_args.dp_size != 1:
-            raise ValueError("--dp-size > 1 runs one scheduler process per rank: it needs `minisgl serve`, the "
-                             "offline Engine runs one scheduler in its own process")
+            raise ValueError("--dp-size > 1 runs one scheduler process per rank: it needs `minisgl serve`, "
+                             "the offline Engine runs one scheduler in its own process")
         if self.server_args.tp_size > 1:
             raise ValueError("the offline Engine runs in one process: --tp-size > 1 needs `minisgl serve`, "
                              "which starts one scheduler process per rank")
@@ -57,7 +58,8 @@ class Engine:
             self.model_config, self.tokenizer = _loaded.model_config, _loaded.tokenizer
             self.model_runner = ModelRunner(self.model_config, _loaded.model_runner.source, self.server_args,
                                             model=_loaded.model_runner.model)
-        self.trace_path = tracer.configure(trace_dir, "engine", trace_level) if trace_dir is not None else None
+        self.trace_path = (tracer.configure(trace_dir, "engine", trace_level) if trace_dir is not None
+                           else None)
         self._to_scheduler = InProcessQueue("tokenizer_manager", "scheduler")
         self._to_detokenizer = InProcessQueue("scheduler", "detokenizer")
         self._to_tokenizer = InProcessQueue("detokenizer", "tokenizer_manager")
@@ -77,7 +79,8 @@ class Engine:
         With return_logprob (SGLang's arguments), each result or delta also has output_token_logprobs, a
         (logprob, token id, text or None) per output token, and output_top_logprobs, the top_logprobs_num
         most likely at each position; logprobs are of the raw logits, whatever the temperature.
-        A request the engine refuses raises ValueError (RequestError, with the message a server would send)."""
+        A request the engine refuses raises ValueError (RequestError, with the message a server would
+        send)."""
         logprob_args = {"return_logprob": return_logprob, "top_logprobs_num": top_logprobs_num,
                         "return_text_in_logprobs": return_text_in_logprobs}
         objs, single = self._make_requests(prompt, input_ids, sampling_params, rid, stream, logprob_args)
@@ -90,7 +93,8 @@ class Engine:
         states = [self.submit(obj, tok) for obj, tok in zip(objs, tokenized)]
         while not all(state.finished for state in states):
             self.step()
-        while self.scheduler.result_queue:  # overlap loop: rows that ran past a finish give their KV slot back
+        # overlap loop: rows that ran past a finish give their KV slot back
+        while self.scheduler.result_queue:
             self.step()
         results = [self.result(state) for state in states]
         return results[0] if single else results
@@ -106,7 +110,7 @@ class Engine:
         return Engine(model, trace_dir=trace_dir, trace_level=trace_level, _loaded=self, **args)
 
     def abort(self, rid: str) -> None:
-        self._to_scheduler.send(AbortReq(rid))
+        self._to_scheduler.send(AbortReq(rid=rid))
 
     def flush_cache(self) -> bool:
         return self.scheduler.flush_cache()
@@ -127,7 +131,8 @@ class Engine:
 
     # ---- round by round: what generate() does, for callers that act between rounds ----------------
     def submit(self, obj: GenerateReqInput, tokenized: TokenizedGenerateReqInput | None = None) -> ReqState:
-        """Send one request to the scheduler (it runs from the next step on); its ReqState fills as it runs."""
+        """Send one request to the scheduler (it runs from the next step on); its ReqState fills as it
+        runs."""
         tm = self.tokenizer_manager
         if tokenized is None:
             tokenized = tm._tokenize_one_request(obj)
@@ -162,7 +167,8 @@ class Engine:
         return result
 
     # ---- internals --------------------------------------------------------------------------------
-    def _make_requests(self, prompt, input_ids, sampling_params, rid, stream: bool, logprob_args: dict[str, Any]
+    def _make_requests(self, prompt, input_ids, sampling_params, rid, stream: bool,
+                       logprob_args: dict[str, Any]
                        ) -> tuple[list[GenerateReqInput], bool]:
         """The GenerateReqInput of each prompt, and whether a single prompt (not a list) was given."""
         if (prompt is None) == (input_ids is None):
@@ -173,7 +179,8 @@ class Engine:
         else:
             single = isinstance(prompt, str) or _is_chat(prompt)
             inputs = [_prompt_input(p) for p in ([prompt] if single else prompt)]
-        params = sampling_params if isinstance(sampling_params, list) else [sampling_params or {}] * len(inputs)
+        params = (sampling_params if isinstance(sampling_params, list)
+                  else [sampling_params or {}] * len(inputs))
         rids = rid if isinstance(rid, list) else [rid or uuid.uuid4().hex for _ in inputs]
         if len(params) != len(inputs) or len(rids) != len(inputs):
             raise ValueError("sampling_params and rid lists must have one entry per prompt")

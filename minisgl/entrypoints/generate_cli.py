@@ -50,7 +50,8 @@ def _generate(args: argparse.Namespace, server_args: ServerArgs) -> int:
     runner = ModelRunner(config, source, server_args)
     t_load = time.perf_counter() - t0
     prompt_ids = list(tokenizer.apply_chat_template(
-        [{"role": "user", "content": args.prompt}], add_generation_prompt=True, tokenize=True, return_dict=False
+        [{"role": "user", "content": args.prompt}], add_generation_prompt=True, tokenize=True,
+        return_dict=False
     ))
     t1 = time.perf_counter()
     (output_ids,) = greedy_generate(runner, [prompt_ids], args.max_new_tokens, config.eos_token_ids)

@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = p.add_subparsers(dest="lab_command", metavar="COMMAND")
     s.add_parser("list", help="every lab, its lesson and scenario").set_defaults(func=_list)
     s.add_parser("status", help="a table of every lab's state in the workspace").set_defaults(func=_status)
-    for name, fn, what in (("start", _start, "copy the lab's starter file, README and tests into the workspace"),
+    for name, fn, what in (("start", _start,
+                            "copy the lab's starter file, README and tests into the workspace"),
                            ("test", _test, "run the lab's unit tests on your file"),
                            ("hint", _hint, "show the next hint"),
                            ("reset", _reset, "restore the starter file (your file is kept as FILE.bak)")):
@@ -40,8 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("name", nargs="?", help="the lab (omit with --all)")
     g.add_argument("--all", action="store_true", help="grade every started lab")
     g.add_argument("--json", nargs="?", const="results.json", default=None, metavar="FILE",
-                   help="also write an autograder result file (Gradescope's results.json shape; default FILE: "
-                        "results.json)")
+                   help="also write an autograder result file (Gradescope's results.json shape; default "
+                        "FILE: results.json)")
     g.add_argument("--file", default=None, metavar="PY", help="grade this file instead of the workspace's")
     g.add_argument("--reference-trace", default=None, metavar="DIR",
                    help="compare with this reference trace (default: the scenario run by the engine's own "

@@ -5,12 +5,13 @@
     wait for the router's /health      then print one "ready" line and watch the children
     on SIGINT/SIGTERM or a death       SIGTERM to the router and every worker, wait, SIGKILL what is left
 
-With pd_disaggregation: worker 0 is `--disaggregation-mode prefill` (its bootstrap server on a free port), worker 1
-`--disaggregation-mode decode`, and the router runs `--pd-disaggregation --prefill URL PORT --decode URL`.
+With pd_disaggregation: worker 0 is `--disaggregation-mode prefill` (its bootstrap server on a free port),
+worker 1 `--disaggregation-mode decode`, and the router runs `--pd-disaggregation --prefill URL PORT --decode
+URL`.
 
 Every child runs in its own session (a Ctrl-C in the terminal reaches the launcher alone, which then sends one
-SIGTERM to each child) and gets SIGTERM from the kernel if the launcher itself is killed (PR_SET_PDEATHSIG), so
-no worker or router outlives it.
+SIGTERM to each child) and gets SIGTERM from the kernel if the launcher itself is killed (PR_SET_PDEATHSIG),
+so no worker or router outlives it.
 """
 
 from __future__ import annotations
@@ -42,12 +43,14 @@ class _Interrupted(Exception):
 
 
 def find_router_python(given: str | None) -> str:
-    """The Python that can import sglang_router: --router-python, else .venv-router here or in the checkout."""
+    """The Python that can import sglang_router: --router-python, else .venv-router here or in the
+    checkout."""
     checkout = Path(__file__).resolve().parents[2]
     candidates = [Path(given)] if given else [Path.cwd() / ROUTER_VENV_PYTHON, checkout / ROUTER_VENV_PYTHON]
     for python in candidates:
         if python.exists():
-            probe = subprocess.run([str(python), "-c", "import sglang_router"], capture_output=True, text=True)
+            probe = subprocess.run([str(python), "-c", "import sglang_router"], capture_output=True,
+                                   text=True)
             if probe.returncode == 0:
                 return str(python)
             why = (probe.stderr.strip().splitlines() or ["?"])[-1]
@@ -85,7 +88,8 @@ class RouterLauncher:
         self.host, self.port, self.router_log_level = host, port, router_log_level
         self.router_args, self.startup_timeout = router_args, startup_timeout
         self.pd_disaggregation = pd_disaggregation
-        self.bootstrap_port = free_port() if pd_disaggregation else None  # the prefill server's bootstrap server
+        # the prefill server's bootstrap server
+        self.bootstrap_port = free_port() if pd_disaggregation else None
         self.workers: list[subprocess.Popen] = []
         self.router: subprocess.Popen | None = None
         self.ready_urls: dict[int, str] = {}
@@ -102,7 +106,8 @@ class RouterLauncher:
             over = (f"prefill {self.worker_urls[0]} (bootstrap port {self.bootstrap_port}), decode "
                     f"{self.worker_urls[1]}" if self.pd_disaggregation
                     else f"{len(self.worker_urls)} workers: {' '.join(self.worker_urls)}")
-            print(f"minisgl router: ready at http://{self.host}:{self.port} ({self.policy} over {over})", flush=True)
+            print(f"minisgl router: ready at http://{self.host}:{self.port} ({self.policy} over {over})",
+                  flush=True)
             return self._watch()
         except RouterLaunchError as e:
             print(f"minisgl router: error: {e}", file=sys.stderr, flush=True)
@@ -134,7 +139,8 @@ class RouterLauncher:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     bufsize=1, start_new_session=True, preexec_fn=_die_with_parent)
             self.workers.append(proc)
-            threading.Thread(target=self._pump, args=(i, proc), name=f"worker-{i}-output", daemon=True).start()
+            threading.Thread(target=self._pump, args=(i, proc), name=f"worker-{i}-output",
+                             daemon=True).start()
 
     def _pump(self, i: int, proc: subprocess.Popen) -> None:
         """Echo a worker's output with its number in front, and catch its ready line."""
@@ -150,7 +156,8 @@ class RouterLauncher:
         while len(self.ready_urls) < self.num_workers:
             for i, proc in enumerate(self.workers):
                 if proc.poll() is not None:
-                    raise RouterLaunchError(f"worker {i} exited with status {proc.returncode} before it was ready")
+                    raise RouterLaunchError(f"worker {i} exited with status {proc.returncode} before it was "
+                                            "ready")
             if time.monotonic() > deadline:
                 raise RouterLaunchError(f"the workers were not ready within {self.startup_timeout:g} s")
             self._check_signal()
@@ -169,7 +176,8 @@ class RouterLauncher:
         else:
             workers = ["--worker-urls", *self.worker_urls]
         argv = [self.router_python, "-m", "sglang_router.launch_router", "--host", self.host,
-                "--port", str(self.port), *workers, "--policy", self.policy, "--log-level", self.router_log_level]
+                "--port", str(self.port), *workers, "--policy", self.policy, "--log-level",
+                self.router_log_level]
         given = " ".join(self.router_args)
         if "--prometheus-port" not in given:  # its default (29000) would clash with a second router
             argv += ["--prometheus-port", str(free_port())]
@@ -178,7 +186,8 @@ class RouterLauncher:
         return argv + self.router_args
 
     def _start_router(self) -> None:
-        self.router = subprocess.Popen(self.router_argv(), start_new_session=True, preexec_fn=_die_with_parent)
+        self.router = subprocess.Popen(self.router_argv(), start_new_session=True,
+                                       preexec_fn=_die_with_parent)
 
     def _wait_router_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
@@ -204,7 +213,8 @@ class RouterLauncher:
         announced: set[int] = set()
         while self.signum is None:
             if self.router.poll() is not None:
-                print(f"minisgl router: the router exited with status {self.router.returncode}", file=sys.stderr)
+                print(f"minisgl router: the router exited with status {self.router.returncode}",
+                      file=sys.stderr)
                 return 1
             for i, proc in enumerate(self.workers):
                 if proc.poll() is not None and i not in announced:

@@ -12,9 +12,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="run the OpenAI-compatible HTTP server",
-        description="Serve the model over HTTP: /v1/chat/completions, /v1/completions, /generate, /v1/models, "
-                    "/health, /flush_cache and /abort_request, and what SGLang's router asks of a worker "
-                    "(/server_info, /model_info, /get_load, /health_generate). Ctrl-C stops every process.",
+        description="Serve the model over HTTP: /v1/chat/completions, /v1/completions, /generate, "
+                    "/v1/models, /health, /flush_cache and /abort_request, and what SGLang's router asks of "
+                    "a worker (/server_info, /model_info, /get_load, /health_generate). Ctrl-C stops every "
+                    "process.",
     )
     from minisgl.server.http_server_args import HttpServerArgs
 

@@ -35,8 +35,8 @@ EXPORT_FORMATS: dict[str, ExportFormat] = {
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trace", help="read a trace folder: show it, check it, export it",
-                       description="Read a trace folder (written with `--trace [DIR]` or Engine(trace_dir=...)) without "
-                                   "running the engine.")
+                       description="Read a trace folder (written with `--trace [DIR]` or "
+                                   "Engine(trace_dir=...)) without running the engine.")
     tsub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: _usage(p))
 
@@ -58,8 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         description="Copy each server's trace folder into OUT, each process renamed "
                                     "<server>/<process> (the server's name is --names', default prefill and "
                                     "decode for two folders). check checks each server and every KV transfer "
-                                    "between them; replay opens one server (--server); a lifecycle diagram of "
-                                    "one request spans both.")
+                                    "between them; replay opens one server (--server); a lifecycle diagram "
+                                    "of one request spans both.")
     m.add_argument("dirs", nargs="+", metavar="DIR", help="the servers' trace folders")
     m.add_argument("-o", "--output", required=True, metavar="OUT", help="the new folder to write")
     m.add_argument("--names", nargs="+", default=None,
@@ -86,14 +86,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--rid", help="the request to follow (a unique prefix will do)")
     e.add_argument("--round", type=int, default=None,
                    help="round, kv, radix: the round to draw (default: the request's first round, or the "
-                        "last); admission: the round to draw (default: the first round with admission events, "
-                        "for --rid the first it waited in); lifecycle: a round to draw in full and outline")
+                        "last); admission: the round to draw (default: the first round with admission "
+                        "events, for --rid the first it waited in); lifecycle: a round to draw in full and "
+                        "outline")
     e.add_argument("--all-rounds", action="store_true",
                    help="lifecycle: do not fold runs of decode rounds; round, kv, radix: draw every round; "
                         "admission: every round with admission events")
     e.add_argument("--server", default=None, metavar="NAME",
-                   help="a merged trace (`trace merge`): the server whose rounds the round, kv, radix and admission "
-                        "views draw (default: decode); the lifecycle spans every server")
+                   help="a merged trace (`trace merge`): the server whose rounds the round, kv, radix and "
+                        "admission views draw (default: decode); the lifecycle spans every server")
     e.add_argument("--lang", choices=("en", "zh"), default="en",
                    help="the language of a diagram's words (zh: Chinese, as on the course's Chinese pages; "
                         "token text and the engine's names stay as the trace has them)")
@@ -199,7 +200,8 @@ def _diagram(args: argparse.Namespace, fmt: str, trace) -> int:
         path = Path(args.output)
     else:
         rid = resolve_rid(trace, args.rid)
-        parts = [view] + ([rid[:8]] if rid else []) + ([f"round{args.round}"] if args.round is not None else [])
+        parts = ([view] + ([rid[:8]] if rid else [])
+                 + ([f"round{args.round}"] if args.round is not None else []))
         path = Path(args.dir) / ("-".join(parts) + SUFFIX[fmt])
     path.write_bytes(data)
     print(f"wrote {path} ({view}, {fmt}, {len(data)} bytes)")

@@ -166,18 +166,20 @@ def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def decode_attention(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor, req_to_token: torch.Tensor,
-                     req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
+def decode_attention(q: torch.Tensor, k_buffer: torch.Tensor, v_buffer: torch.Tensor,
+                     req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
+                     scale: float) -> torch.Tensor:
     """q: [B, heads, D] (one row per request); k/v_buffer: one layer's pool, [slots, kv_heads, D].
     Request b attends to the slots req_to_token[req_pool_indices[b], :seq_lens[b]]. Returns [B, heads, D]."""
     batch, heads, head_dim = q.shape
-    assert q.stride(-1) == 1 and q.stride(-2) == head_dim and k_buffer.is_contiguous() and v_buffer.is_contiguous()
+    assert (q.stride(-1) == 1 and q.stride(-2) == head_dim and k_buffer.is_contiguous()
+            and v_buffer.is_contiguous())
     assert req_to_token.dtype == req_pool_indices.dtype == seq_lens.dtype == torch.int64
     assert req_to_token.is_contiguous() and req_pool_indices.is_contiguous() and seq_lens.is_contiguous()
     out = torch.empty((batch, heads, head_dim), dtype=q.dtype)
     _run("decode_attention", q.dtype, q.data_ptr(), k_buffer.data_ptr(), v_buffer.data_ptr(), out.data_ptr(),
-         req_to_token.data_ptr(), req_pool_indices.data_ptr(), seq_lens.data_ptr(), batch, heads, k_buffer.shape[1],
-         head_dim, q.stride(0), req_to_token.shape[1], scale, torch.get_num_threads(),
+         req_to_token.data_ptr(), req_pool_indices.data_ptr(), seq_lens.data_ptr(), batch, heads,
+         k_buffer.shape[1], head_dim, q.stride(0), req_to_token.shape[1], scale, torch.get_num_threads(),
          keep=(q, k_buffer, v_buffer, out, req_to_token, req_pool_indices, seq_lens))
     return out
 
@@ -188,8 +190,8 @@ def greedy_sample(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     assert logits.dtype == torch.float32 and logits.dim() == 2
     ids = torch.empty(logits.shape[0], dtype=torch.int64)
     logprobs = torch.empty(logits.shape[0], dtype=torch.float32)
-    _fn("greedy_sample", logits.dtype)(logits.data_ptr(), ids.data_ptr(), logprobs.data_ptr(), logits.shape[0],
-                                       logits.shape[1], torch.get_num_threads())
+    _fn("greedy_sample", logits.dtype)(logits.data_ptr(), ids.data_ptr(), logprobs.data_ptr(),
+                                       logits.shape[0], logits.shape[1], torch.get_num_threads())
     return ids, logprobs
 
 

@@ -57,7 +57,8 @@ def _cpu_flags() -> str:
 def _compiler() -> str:
     cxx = shutil.which(os.environ.get("CXX", "g++"))
     if cxx is None:
-        raise KernelBuildError("no C++ compiler found (install g++, or set CXX), so the CPU kernels cannot be built")
+        raise KernelBuildError("no C++ compiler found (install g++, or set CXX), so the CPU kernels cannot "
+                               "be built")
     return cxx
 
 
@@ -82,13 +83,14 @@ def library_path() -> Path:
     except (OSError, subprocess.SubprocessError) as e:
         raise KernelBuildError(f"cannot run the C++ compiler {cxx}: {e}") from None
     key = hashlib.sha256()
-    for part in (source_hash().encode(), version.encode(), " ".join(FLAGS).encode(), platform.machine().encode(),
-                 _cpu_flags().encode()):
+    for part in (source_hash().encode(), version.encode(), " ".join(FLAGS).encode(),
+                 platform.machine().encode(), _cpu_flags().encode()):
         key.update(part)
     folder = cache_dir()
     path = folder / f"cpu_kernels-{key.hexdigest()[:16]}.so"
     if not path.exists():
-        with exclusive(path):  # processes starting together: one compiles, the others wait and load its library
+        # processes starting together: one compiles, the others wait and load its library
+        with exclusive(path):
             if not path.exists():
                 _compile(cxx, folder, path)
     return path
@@ -98,7 +100,8 @@ def _compile(cxx: str, folder: Path, path: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise KernelBuildError(f"cannot create the kernel cache folder {folder}: {e} (set {CACHE_ENV})") from None
+        raise KernelBuildError(f"cannot create the kernel cache folder {folder}: {e} (set "
+                               f"{CACHE_ENV})") from None
     fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=folder)
     os.close(fd)
     try:

@@ -19,7 +19,8 @@ from minisgl import kernels
 
 # in csrc/graph.cpp's order: the switch in graph_replay numbers them the same way
 KERNELS = [(name, dtype) for name in ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-                                      "decode_attention", "q8_0_linear", "q4_linear", "kv_write", "q8_0_embedding")
+                                      "decode_attention", "q8_0_linear", "q4_linear", "kv_write",
+                                      "q8_0_embedding")
            for dtype in (torch.float32, torch.bfloat16)] + [("bf16_to_f32", torch.bfloat16)]
 _INDEX = {kernel: i for i, kernel in enumerate(KERNELS)}
 _ARGS = 15  # integer and pointer arguments a GraphOp holds

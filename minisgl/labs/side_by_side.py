@@ -120,7 +120,8 @@ def write_side_by_side(expected: Trace, got: Trace, event: str, round: int | Non
             f"{html.escape(summary)}</text>")
     out = (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" '
            f'width="{x:.0f}pt" height="{height + 76:.0f}pt" viewBox="0 0 {x:.0f} {height + 76:.0f}">\n'
-           f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(parts) + "\n" + note + "\n</svg>\n")
+           f'<rect width="100%" height="100%" fill="white"/>\n' + "\n".join(parts) + "\n" + note
+           + "\n</svg>\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(out, encoding="utf-8")
     return path

@@ -69,7 +69,8 @@ def _params(fn) -> list[str]:
 
 
 def check(component: Component, module: ModuleType, path: Path) -> None:
-    """Every name the component needs, with the engine's own parameters (and, for a class, its public methods)."""
+    """Every name the component needs, with the engine's own parameters (and, for a class, its public
+    methods)."""
     for slot in component.slots:
         ref = slot.reference()
         mine = getattr(module, slot.name, None)

@@ -2,8 +2,8 @@
 
 Batch-1 decode is a chain of small matrix-vector products: most of each one's time on a CPU goes to
 re-laying out the bf16 weight for the matmul kernel, again on every call. Packing the weight once, at
-load time, into the layout oneDNN wants removes that work (measured 1.5-1.8x per projection at batch
-1 here). The packed copy sits beside the ordinary `weight` parameter, which stays the source of truth
+load time, into the layout oneDNN wants removes that work (the benchmarks page, "Forward pass", has the
+numbers). The packed copy sits beside the ordinary `weight` parameter, which stays the source of truth
 for checkpoints, weight sharing and tests; packing only changes which kernel computes the product.
 
 The same ops serve float32 speculative decoding (pack_weight_for_rows): a verify forward multiplies K + 1
@@ -148,7 +148,8 @@ def pack_linear_weights(model: nn.Module) -> int:
 
 
 def copy_rank_slice(dst: torch.Tensor, src: torch.Tensor, dim: int, rank: int, tp_size: int) -> None:
-    """dst <- rank `rank`'s slice of `src` along `dim`; `src` must be exactly tp_size slices of dst's shape."""
+    """dst <- rank `rank`'s slice of `src` along `dim`; `src` must be exactly tp_size slices of dst's
+    shape."""
     want = list(dst.shape)
     want[dim] *= tp_size
     if list(src.shape) != want:
@@ -171,7 +172,8 @@ class ColumnParallelLinear(Linear):
 
 
 class MergedColumnParallelLinear(ColumnParallelLinear):
-    """Several column-parallel outputs in one matmul (gate_proj and up_proj): each rank holds its slice of each."""
+    """Several column-parallel outputs in one matmul (gate_proj and up_proj): each rank holds its slice of
+    each."""
 
     def __init__(self, input_size: int, output_sizes: list[int], bias: bool = True):
         self.output_sizes = output_sizes
@@ -184,7 +186,8 @@ class MergedColumnParallelLinear(ColumnParallelLinear):
 
 
 class QKVParallelLinear(ColumnParallelLinear):
-    """q, k and v in one matmul, split by attention heads: rank r holds query heads and key/value heads r/N."""
+    """q, k and v in one matmul, split by attention heads: rank r holds query heads and key/value heads
+    r/N."""
 
     def __init__(self, hidden_size: int, head_size: int, total_num_heads: int, total_num_kv_heads: int,
                  bias: bool = True):
@@ -212,6 +215,7 @@ class RowParallelLinear(Linear):
 
     def weight_loader(self, param: nn.Parameter, loaded_weight: torch.Tensor, shard_id=None) -> None:
         if param.dim() == 1:  # the bias is added once: rank 0 holds it, the others add zeros before the sum
-            copy_rank_slice(param, loaded_weight if self.tp_rank == 0 else torch.zeros_like(loaded_weight), 0, 0, 1)
+            copy_rank_slice(param, loaded_weight if self.tp_rank == 0 else torch.zeros_like(loaded_weight), 0,
+                            0, 1)
             return
         copy_rank_slice(param, loaded_weight, 1, self.tp_rank, self.tp_size)

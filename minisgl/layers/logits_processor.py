@@ -51,7 +51,8 @@ class LogitsProcessor(nn.Module):
         self.quantized_lm_head = head
         self._project = self._project_quantized
 
-    def forward(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
+    def forward(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor,
+                forward_batch: ForwardBatch) -> torch.Tensor:
         if forward_batch.forward_mode.is_extend():  # not TARGET_VERIFY: all its rows are scored
             hidden_states = hidden_states[forward_batch.last_row_indices()]
         logits = self._project(hidden_states, lm_head_weight)

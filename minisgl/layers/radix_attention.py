@@ -21,5 +21,6 @@ class RadixAttention(nn.Module):
         self.scaling = scaling
         self.layer_id = layer_id
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                forward_batch: ForwardBatch) -> torch.Tensor:
         return forward_batch.attn_backend.forward(q, k, v, self, forward_batch)

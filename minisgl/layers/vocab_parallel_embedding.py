@@ -1,4 +1,5 @@
-"""The embedding and the output head split by vocabulary (SGLang's `VocabParallelEmbedding`, `ParallelLMHead`).
+"""The embedding and the output head split by vocabulary (SGLang's `VocabParallelEmbedding`,
+`ParallelLMHead`).
 
 Rank r holds the rows of tokens [r * V/N, (r + 1) * V/N) (the vocabulary padded up to a multiple of N).
 Embedding: each rank looks up the ids that fall in its rows, writes zeros for the others, and an
@@ -29,7 +30,8 @@ class VocabParallelEmbedding(nn.Module):
         self.vocab_start_index = self.tp_rank * self.num_embeddings_per_partition
         self.vocab_end_index = min(self.vocab_start_index + self.num_embeddings_per_partition, num_embeddings)
         # an empty weight: the checkpoint fills it (nn.Embedding's default would draw random numbers first)
-        self.weight = nn.Parameter(torch.empty(self.num_embeddings_per_partition, embedding_dim), requires_grad=False)
+        self.weight = nn.Parameter(torch.empty(self.num_embeddings_per_partition, embedding_dim),
+                                   requires_grad=False)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         if self.tp_size == 1:

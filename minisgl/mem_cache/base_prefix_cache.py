@@ -64,7 +64,8 @@ class BasePrefixCache(ABC):
 
     @abstractmethod
     def reset(self) -> torch.Tensor:
-        """Drop everything (refused while anything is locked); returns the slots it held, for the caller to free."""
+        """Drop everything (refused while anything is locked); returns the slots it held, for the caller to
+        free."""
 
     # ---- sizes and inspection --------------------------------------------------------------------
     @abstractmethod

@@ -48,7 +48,8 @@ class CacheReq(Protocol):
 class CacheOp:
     """One move of KV slots, as the CacheManager made it."""
 
-    kind: str  # "alloc": pool -> no owner yet; "free": -> pool; "insert": request -> tree; "evict": tree -> pool
+    # "alloc": pool -> no owner yet; "free": -> pool; "insert": request -> tree; "evict": tree -> pool
+    kind: str
     slots: torch.Tensor
     reason: str | None = None  # free: duplicate, finished, retracted, evicted or flush
     rid: str | None = None  # insert: the request whose KV the tree took
@@ -74,7 +75,8 @@ class CacheManager:
         return slots
 
     def evict(self, num_tokens: int) -> list[int]:
-        """Evict at least num_tokens slots from the prefix cache (if that many are evictable) and free them."""
+        """Evict at least num_tokens slots from the prefix cache (if that many are evictable) and free
+        them."""
         values = self.tree_cache.evict(num_tokens)
         for value in values:
             self._free(value, "evicted")

@@ -1,4 +1,5 @@
-"""CpuGraphRunner: decode forwards replayed from a recording, the CPU's counterpart of SGLang's CudaGraphRunner.
+"""CpuGraphRunner: decode forwards replayed from a recording, the CPU's counterpart of SGLang's
+CudaGraphRunner.
 
 SGLang captures the decode forward of each batch size as a CUDA graph once, with its inputs in fixed
 ("static") buffers; each later decode round copies its inputs into those buffers and replays the graph,
@@ -84,7 +85,8 @@ class CpuGraphRunner:
         each mix of draft counts would need a graph of its own)."""
         fb, mode = forward_batch, forward_batch.forward_mode
         verify = mode.is_target_verify() and fb.row_seq_lens is not None and fb.batch_size == 1
-        return self.disabled_reason is None and ((mode.is_decode() and fb.batch_size <= self.max_bs) or verify)
+        return (self.disabled_reason is None
+                and ((mode.is_decode() and fb.batch_size <= self.max_bs) or verify))
 
     @staticmethod
     def _key(forward_batch: ForwardBatch) -> tuple:
@@ -115,12 +117,13 @@ class CpuGraphRunner:
         with kernel_graph.record() as recorder:
             logits = self.model_runner.forward_eager(static)
         entry = _Graph(static, recorder.graph(), logits)
-        logger.info("cpu graph: recorded the %s forward of %s, %d threads: %d kernel calls, %.1f MiB of buffers",
-                    *self._key(forward_batch), len(entry.graph), self._own_bytes(entry) / 2**20)
+        logger.info("cpu graph: recorded the %s forward of %s, %d threads: %d kernel calls, %.1f MiB of "
+                    "buffers", *self._key(forward_batch), len(entry.graph), self._own_bytes(entry) / 2**20)
         return entry, logits.clone()
 
     def _own_bytes(self, entry: _Graph) -> int:
-        """The memory a graph holds of its own: the activations its calls write (not the weights or the pools)."""
+        """The memory a graph holds of its own: the activations its calls write (not the weights or the
+        pools)."""
         runner, pool = self.model_runner, self.model_runner.token_to_kv_pool
         held = [*pool.k_buffer, *pool.v_buffer, runner.req_to_token_pool.req_to_token]
         for module in runner.model.modules():  # parameters, buffers and tables such as rotary's
@@ -140,8 +143,8 @@ class CpuGraphRunner:
         if torch.equal(replayed, eager):
             entry.checked = True
             return replayed
-        self.disabled_reason = ("its replay of %s %s differed from the ordinary forward: some op of that forward has "
-                                "no C++ kernel" % self._key(forward_batch)[:2])
+        self.disabled_reason = ("its replay of %s %s differed from the ordinary forward: some op of that "
+                                "forward has no C++ kernel" % self._key(forward_batch)[:2])
         logger.warning("cpu graph off: %s", self.disabled_reason)
         self.graphs.clear()
         return eager
@@ -155,6 +158,7 @@ def _tensors_of(module: torch.nn.Module) -> list[torch.Tensor]:
     """The tensors a module holds in its attributes, directly or in a dict, tuple or list."""
     found = []
     for value in vars(module).values():
-        items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else [value]
+        items = (value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list))
+                 else [value])
         found += [v for v in items if isinstance(v, torch.Tensor)]
     return found

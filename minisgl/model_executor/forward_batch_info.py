@@ -23,7 +23,8 @@ class ForwardMode(IntEnum):
     DECODE = auto()  # one new row per request
     MIXED = auto()  # a prefill batch that also carries running requests' decode rows as 1-token extends
     IDLE = auto()  # nothing to run
-    # speculative decoding: each request's last token and its draft tokens as extend rows, logits for every row
+    # speculative decoding: each request's last token and its draft tokens as extend rows, logits for every
+    # row
     TARGET_VERIFY = auto()
 
     def is_extend(self) -> bool:
@@ -43,10 +44,12 @@ class ForwardMode(IntEnum):
 def compute_positions(
     forward_mode: ForwardMode, seq_lens: list[int], extend_prefix_lens: list[int] | None = None
 ) -> torch.Tensor:
-    """Logical positions of this round's rows. Extend: prefix_len .. seq_len-1 per request. Decode: seq_len-1."""
+    """Logical positions of this round's rows. Extend: prefix_len .. seq_len-1 per request. Decode:
+    seq_len-1."""
     if forward_mode.has_extend_rows():
         assert extend_prefix_lens is not None
-        return torch.cat([torch.arange(p, s, dtype=torch.int64) for p, s in zip(extend_prefix_lens, seq_lens)])
+        return torch.cat([torch.arange(p, s, dtype=torch.int64)
+                          for p, s in zip(extend_prefix_lens, seq_lens)])
     return torch.tensor([s - 1 for s in seq_lens], dtype=torch.int64)
 
 

@@ -76,7 +76,8 @@ class ModelRunner:
         self.attn_backend = create_attn_backend(self.use_cpu_kernels)
         logger.info("attention backend: %r", self.attn_backend)
         self.token_to_kv_pool.use_kernel = self.use_cpu_kernels
-        why_not = CpuGraphRunner.why_not(self)  # DECODE forwards replayed from a recording (cpu_graph_runner.py)
+        # DECODE forwards replayed from a recording (cpu_graph_runner.py)
+        why_not = CpuGraphRunner.why_not(self)
         self.graph_runner = CpuGraphRunner(self) if why_not is None else None
         logger.info("cpu graph: %s", "on" if why_not is None else f"off ({why_not})")
 
@@ -88,7 +89,8 @@ class ModelRunner:
         if args.speculative_algorithm is None or self.dtype != torch.float32 or self.device.type != "cpu":
             return None
         view = self.model.verify_view(args.speculative_num_draft_tokens + 1)
-        logger.info("speculative verify forwards: %s", "oneDNN packed float32 weights" if view else "F.linear")
+        logger.info("speculative verify forwards: %s",
+                    "oneDNN packed float32 weights" if view else "F.linear")
         return view
 
     def init_torch_distributed(self) -> None:
@@ -99,8 +101,9 @@ class ModelRunner:
         )
 
         if not model_parallel_is_initialized():
-            init_distributed_environment(self.tp_size, self.tp_rank, f"tcp://{self.server_args.dist_init_addr}",
-                                         self.server_args.device, self.tp_rank % self.server_args.tp_size_per_node)
+            init_distributed_environment(self.tp_size, self.tp_rank,
+                                         f"tcp://{self.server_args.dist_init_addr}", self.server_args.device,
+                                         self.tp_rank % self.server_args.tp_size_per_node)
 
     def _want_cpu_kernels(self) -> bool:
         """--cpu-kernels: auto uses them where they build and fit (cpu, float32 or bfloat16); on insists."""
@@ -122,14 +125,16 @@ class ModelRunner:
         quantize = quantize and self.tp_size == 1  # whole blocks cannot be split (launch.py refuses the flag)
         with torch.device("meta"):
             model = cls(self.model_config)
-        # built on the meta device (no random init), given empty float32 storage, then filled from the checkpoint
+        # built on the meta device (no random init), given empty float32 storage, then filled from the
+        # checkpoint
         _materialize_empty(model)
         model.model.rotary_emb.build_cache()
         kept = set()
         if quantize:  # the int4 layers take their blocks as stored; those weights are then not dequantized
             from minisgl.model_loader.gguf_weights import read_gguf_linear_blocks
 
-            cpu_kernels = self.server_args.cpu_kernels != "off" and kernels.load()  # they run Q8_0 and Q4 blocks
+            # they run Q8_0 and Q4 blocks
+            cpu_kernels = self.server_args.cpu_kernels != "off" and kernels.load()
             if cpu_kernels or self.server_args.quantization == "gguf":  # no flag: only with the C++ kernels
                 blocks = read_gguf_linear_blocks(source.path, self.model_config)
                 kept = quantize_linears(model, blocks, self.dtype, cpu_kernels)
@@ -160,7 +165,8 @@ class ModelRunner:
 
     @torch.inference_mode()
     def forward(self, forward_batch: ForwardBatch) -> torch.Tensor:
-        """Returns float32 logits: one row per request (its last row in EXTEND/MIXED); every row in TARGET_VERIFY."""
+        """Returns float32 logits: one row per request (its last row in EXTEND/MIXED); every row in
+        TARGET_VERIFY."""
         if self.graph_runner is not None and self.graph_runner.can_run(forward_batch):
             return self.graph_runner.forward(forward_batch)
         return self.forward_eager(forward_batch)
@@ -181,7 +187,8 @@ class ModelRunner:
 
 
 def set_kernel_layers(model: torch.nn.Module, on: bool) -> None:
-    """Point every layer that has a CPU kernel (RMSNorm, SiluAndMul, RotaryEmbedding) at it, or back at torch."""
+    """Point every layer that has a CPU kernel (RMSNorm, SiluAndMul, RotaryEmbedding) at it, or back at
+    torch."""
     for module in model.modules():
         if isinstance(module, CustomOp):
             module.use_kernel = on
@@ -223,7 +230,9 @@ def _materialize_empty(model: torch.nn.Module) -> None:
     for module in model.modules():
         for name, p in module._parameters.items():
             if p is not None:
-                module._parameters[name] = torch.nn.Parameter(torch.empty(p.shape), requires_grad=p.requires_grad)
+                module._parameters[name] = torch.nn.Parameter(torch.empty(p.shape),
+                                                              requires_grad=p.requires_grad)
         for name, b in module._buffers.items():
             if b is not None:
-                module._buffers[name] = torch.empty(b.shape, dtype=torch.float32 if b.is_floating_point() else b.dtype)
+                module._buffers[name] = torch.empty(b.shape,
+                                                    dtype=torch.float32 if b.is_floating_point() else b.dtype)

@@ -12,7 +12,8 @@ from minisgl.model_executor.forward_batch_info import ForwardBatch, ForwardMode,
 from minisgl.model_executor.model_runner import ModelRunner
 
 
-def _forward_batch(runner: ModelRunner, mode, input_ids, out_cache_loc, req_pool_indices, seq_lens, prefix_lens=None):
+def _forward_batch(runner: ModelRunner, mode, input_ids, out_cache_loc, req_pool_indices, seq_lens,
+                   prefix_lens=None):
     extend_lens = [s - p for s, p in zip(seq_lens, prefix_lens)] if mode.is_extend() else None
     fb = ForwardBatch(
         forward_mode=mode,
@@ -33,7 +34,8 @@ def _forward_batch(runner: ModelRunner, mode, input_ids, out_cache_loc, req_pool
     return fb
 
 
-def extend(runner: ModelRunner, req_pool_indices: list[int], token_ids: list[list[int]], prefix_lens: list[int]):
+def extend(runner: ModelRunner, req_pool_indices: list[int], token_ids: list[list[int]],
+           prefix_lens: list[int]):
     """Run tokens [prefix_len:] of each request (its first prefix_len tokens must already be cached)."""
     seq_lens = [len(t) for t in token_ids]
     new_ids = [tok for t, p in zip(token_ids, prefix_lens) for tok in t[p:]]
@@ -42,7 +44,8 @@ def extend(runner: ModelRunner, req_pool_indices: list[int], token_ids: list[lis
     for idx, p, s in zip(req_pool_indices, prefix_lens, seq_lens):
         runner.req_to_token_pool.req_to_token[idx, p:s] = out_cache_loc[pos : pos + s - p]
         pos += s - p
-    fb = _forward_batch(runner, ForwardMode.EXTEND, new_ids, out_cache_loc, req_pool_indices, seq_lens, prefix_lens)
+    fb = _forward_batch(runner, ForwardMode.EXTEND, new_ids, out_cache_loc, req_pool_indices, seq_lens,
+                        prefix_lens)
     return runner.forward(fb), out_cache_loc
 
 

@@ -24,7 +24,8 @@ BLOCK_BYTES = {Q4_0: 18, Q4_1: 20, Q8_0: 34}
 
 
 def dequantize(data: np.ndarray, ggml_type: int) -> np.ndarray:
-    """A tensor's stored data (uint8 rows for block types) as float32, in the layout gguf's dequantize gives."""
+    """A tensor's stored data (uint8 rows for block types) as float32, in the layout gguf's dequantize
+    gives."""
     if ggml_type not in BLOCK_BYTES:
         from gguf.constants import GGMLQuantizationType
         from gguf.quants import dequantize as reference
@@ -32,7 +33,8 @@ def dequantize(data: np.ndarray, ggml_type: int) -> np.ndarray:
         return reference(data, GGMLQuantizationType(ggml_type))
     size = BLOCK_BYTES[ggml_type]
     rows = data.shape[:-1]
-    blocks = torch.from_numpy(np.array(data, dtype=np.uint8)).reshape(-1, size)  # a copy: the file is mapped read-only
+    # a copy: the file is mapped read-only
+    blocks = torch.from_numpy(np.array(data, dtype=np.uint8)).reshape(-1, size)
     d = _fp16(blocks, 0)
     if ggml_type == Q8_0:
         out = blocks[:, 2:].contiguous().view(torch.int8).to(torch.float32) * d

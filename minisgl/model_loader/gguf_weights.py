@@ -49,7 +49,8 @@ def read_gguf_config(path: Path) -> ModelConfig:
     names = {t.name: t for t in reader.tensors}
     try:
         vocab = int(names["token_embd.weight"].shape[-1])
-        return ModelConfig.from_gguf_fields(fields, vocab_size=vocab, has_output_weight="output.weight" in names)
+        return ModelConfig.from_gguf_fields(fields, vocab_size=vocab,
+                                            has_output_weight="output.weight" in names)
     except KeyError as e:  # a tensor or metadata field that a llama GGUF always has
         raise UnsupportedModel(f"{path}: not a complete llama GGUF model, it has no {e.args[0]!r}") from None
 
@@ -95,7 +96,8 @@ def iter_gguf_weights(path: Path, config: ModelConfig,
 
 
 def read_gguf_linear_blocks(path: Path, config: ModelConfig) -> dict[str, tuple[int, np.ndarray]]:
-    """The projections', embedding's and lm_head's weights as stored: Hugging Face name -> (ggml type, rows of bytes [N, bytes per row]).
+    """The projections', embedding's and lm_head's weights as stored: Hugging Face name -> (ggml type, rows of
+    bytes [N, bytes per row]).
 
     Rows are put in the model's order (q and k un-permuted, a row of blocks moves as a whole), so a
     quantized layer (layers/quantization/gguf.py) can decode them without dequantizing."""

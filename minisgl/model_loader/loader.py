@@ -38,7 +38,8 @@ def resolve_model(model: str | Path | None) -> ModelSource:
         )
     if path.is_file():
         if path.suffix != ".gguf":
-            raise ModelNotFound(f"{model} is a file but not a .gguf file; pass a .gguf file or a model folder")
+            raise ModelNotFound(f"{model} is a file but not a .gguf file; pass a .gguf file or a model "
+                                "folder")
         return ModelSource("gguf", path)
     if not (path / "config.json").exists() or not any(path.glob("*.safetensors")):
         raise ModelNotFound(

@@ -49,7 +49,8 @@ class LlamaAttention(nn.Module):
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps)
         else:
             self.q_norm = self.k_norm = None
-        self.attn = RadixAttention(self.num_heads, self.head_dim, self.head_dim**-0.5, self.num_kv_heads, layer_id)
+        self.attn = RadixAttention(self.num_heads, self.head_dim, self.head_dim**-0.5, self.num_kv_heads,
+                                   layer_id)
 
     def forward(self, angles, hidden: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
         q, k, v = self.qkv_proj(hidden).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
@@ -65,7 +66,8 @@ class LlamaAttention(nn.Module):
 class LlamaMLP(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.gate_up_proj = MergedColumnParallelLinear(config.hidden_size, [config.intermediate_size] * 2, bias=False)
+        self.gate_up_proj = MergedColumnParallelLinear(config.hidden_size, [config.intermediate_size] * 2,
+                                                       bias=False)
         self.down_proj = RowParallelLinear(config.intermediate_size, config.hidden_size, bias=False)
         self.act_fn = SiluAndMul()
 
@@ -118,11 +120,13 @@ class LlamaForCausalLM(nn.Module):
         self.model = LlamaModel(config)
         # tied: the embedding matrix doubles as the output projection (the checkpoint has no lm_head).
         # Only a weight holder: the logits processor computes (and packs) the product.
-        self.lm_head = None if config.tie_word_embeddings else ParallelLMHead(config.vocab_size, config.hidden_size)
+        self.lm_head = (None if config.tie_word_embeddings
+                        else ParallelLMHead(config.vocab_size, config.hidden_size))
         self.logits_processor = LogitsProcessor(config.vocab_size)
 
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, forward_batch: ForwardBatch) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                forward_batch: ForwardBatch) -> torch.Tensor:
         hidden = self.model(input_ids, positions, forward_batch)
         return self.logits_processor(hidden, self.lm_head_weight(), forward_batch)
 
@@ -146,7 +150,8 @@ class LlamaForCausalLM(nn.Module):
         layers = [m for m in view.modules() if isinstance(m, Linear)]
         packed = [pack_weight_for_rows(m.weight, rows) for m in layers]
         head = pack_weight_for_rows(self.lm_head_weight(), rows)
-        if head is None or any(p is None for p in packed) or view.logits_processor.quantized_lm_head is not None:
+        if (head is None or any(p is None for p in packed)
+                or view.logits_processor.quantized_lm_head is not None):
             return None
         for m, p in zip(layers, packed):
             m.packed_weight = p
@@ -184,13 +189,15 @@ class LlamaForCausalLM(nn.Module):
 
     def _shard_range(self, shard_id) -> tuple[int, int]:
         attn = self.model.layers[0].self_attn
-        sizes = [attn.q_size, attn.kv_size, attn.kv_size] if shard_id in ("q", "k", "v") else [self.config.intermediate_size] * 2
+        sizes = ([attn.q_size, attn.kv_size, attn.kv_size] if shard_id in ("q", "k", "v")
+                 else [self.config.intermediate_size] * 2)
         shard = "qkv".index(shard_id) if isinstance(shard_id, str) else shard_id
         start = sum(sizes[:shard])
         return start, start + sizes[shard]
 
     def _copy(self, params: dict, target: str, w: torch.Tensor, name: str, shard_id=None) -> None:
-        """Fill one parameter (or one shard of a fused one) with this rank's slice of checkpoint weight `w`."""
+        """Fill one parameter (or one shard of a fused one) with this rank's slice of checkpoint weight
+        `w`."""
         if target not in params:
             raise UnsupportedModel(f"unexpected weight {name!r} in checkpoint for {self.config.architecture}")
         param = params[target]
@@ -201,7 +208,8 @@ class LlamaForCausalLM(nn.Module):
                 if shard_id is not None:
                     param = param[slice(*self._shard_range(shard_id))]
                 if param.shape != w.shape:
-                    raise UnsupportedModel(f"weight {name!r} has shape {list(w.shape)}, expected {list(param.shape)}")
+                    raise UnsupportedModel(f"weight {name!r} has shape {list(w.shape)}, expected "
+                                           f"{list(param.shape)}")
                 param.copy_(w)
                 return
             try:

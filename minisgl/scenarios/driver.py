@@ -88,4 +88,5 @@ def _request(step: Submit) -> GenerateReqInput:
         prompt = {"messages": [{"role": "user", "content": step.chat}]}
     else:
         prompt = {"text": step.text or ""}
-    return GenerateReqInput(rid=step.rid, sampling_params=step.sampling_params(), stream=step.stream, **prompt)
+    return GenerateReqInput(rid=step.rid, sampling_params=step.sampling_params(), stream=step.stream,
+                            **prompt)

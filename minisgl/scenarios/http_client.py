@@ -51,7 +51,8 @@ def stream_chat(
 
 def wait_load(url: str, done: Callable[[dict[str, Any]], bool], what: str, timeout: float = 120,
               poll: float = 0.1) -> dict[str, Any]:
-    """Poll /health until `done(load)` holds for the scheduler's load; else raise, saying `what` was awaited."""
+    """Poll /health until `done(load)` holds for the scheduler's load; else raise, saying `what` was
+    awaited."""
     deadline = time.monotonic() + timeout
     while True:
         resp = httpx.get(f"{url}/health", timeout=30)

@@ -14,19 +14,21 @@ def look_at(trace) -> Look:
     lines = []
     placeholders = next((ev for ev in batches(trace) if any(t < 0 for t in ev.get("input_ids") or [])), None)
     if placeholders is not None:
-        lines.append(f"round {placeholders.round}: formed before round {placeholders.round - 1}'s tokens exist: "
-                     f"its input ids {placeholders.get('input_ids')} hold FutureMap placeholders (negative)")
+        lines.append(f"round {placeholders.round}: formed before round {placeholders.round - 1}'s tokens "
+                     f"exist: its input ids {placeholders.get('input_ids')} hold FutureMap placeholders "
+                     "(negative)")
     sampled = first(trace, "sched.sampled", lambda ev: ev.get("batch_round") is not None)
     if sampled is not None:
-        lines.append(f"round {sampled.round}: the scheduler processes round {sampled.get('batch_round')}'s tokens "
-                     f"while round {sampled.round}'s forward runs on the forward thread")
+        lines.append(f"round {sampled.round}: the scheduler processes round {sampled.get('batch_round')}'s "
+                     f"tokens while round {sampled.round}'s forward runs on the forward thread")
     late = None
     for done in events(trace, "sched.finished"):
         batch = formed.get(done.round)
         if batch is not None and done.rid in (batch.rids or []):
             late = late or done
-            lines.append(f"round {done.round}: {done.rid} finishes on round {done.round - 1}'s token, but round "
-                         f"{done.round}'s batch already has a row for it: that token is dropped, its KV slot freed")
+            lines.append(f"round {done.round}: {done.rid} finishes on round {done.round - 1}'s token, but "
+                         f"round {done.round}'s batch already has a row for it: that token is dropped, its "
+                         "KV slot freed")
     rid = late.rid if late is not None else "A"
     return Look(lines or ["no round ran ahead of its result"], rid=rid,
                 round=late.round if late is not None else None)

@@ -13,7 +13,8 @@ from minisgl.scenarios.base import Look, Scenario
 from minisgl.scenarios.look import events
 
 MODEL = "smollm2"  # --served-model-name: the router forwards the client's model id, which the servers check
-# (rid, prompt, max_new_tokens): R2 begins with R1's prompt, which the prefill server's radix tree holds by then
+# (rid, prompt, max_new_tokens): R2 begins with R1's prompt, which the prefill server's radix tree holds by
+# then
 ASKS = (("R1", "The capital of France is", 3), ("R2", "The capital of France is a city that", 3))
 
 
@@ -22,7 +23,8 @@ def drive(url: str) -> dict:
 
     results = {}
     for rid, text, max_new_tokens in ASKS:  # one after the other: each server is idle when a request comes
-        body = {"rid": rid, "text": text, "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
+        body = {"rid": rid, "text": text,
+                "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
         resp = httpx.post(f"{url}/generate", json=body, timeout=300)
         if resp.status_code != 200:
             raise RuntimeError(f"{rid}: POST /generate answered {resp.status_code}: {resp.text[:500]}")
@@ -35,12 +37,12 @@ def drive(url: str) -> dict:
 def look_at(trace) -> Look:
     sent = {ev.rid: ev for ev in events(trace, "disagg.kv_sent")}
     lines = [
-        f"disagg.kv_sent: {rid} sends {ev.get('num_tokens')} KV rows ({ev.get('nbytes')} bytes) and its first "
-        f"token from prefill/scheduler to decode/scheduler (disagg.kv_received)"
+        f"disagg.kv_sent: {rid} sends {ev.get('num_tokens')} KV rows ({ev.get('nbytes')} bytes) and its "
+        f"first token from prefill/scheduler to decode/scheduler (disagg.kv_received)"
         for rid, ev in sent.items()
     ] + [
-        "the trace is both servers' merged: `minisgl replay DIR --server prefill` follows the prefill server's "
-        "rounds (default: decode); the lifecycle view draws one request across both",
+        "the trace is both servers' merged: `minisgl replay DIR --server prefill` follows the prefill "
+        "server's rounds (default: decode); the lifecycle view draws one request across both",
     ]
     return Look(lines, rid="R1")
 

@@ -1,5 +1,6 @@
-"""A scenario on a prefill/decode pair: `minisgl router --pd-disaggregation` (a prefill server, a decode server
-and SGLang's router in its PD mode), driven through the router, then stopped with SIGTERM as a user would.
+"""A scenario on a prefill/decode pair: `minisgl router --pd-disaggregation` (a prefill server, a decode
+server and SGLang's router in its PD mode), driven through the router, then stopped with SIGTERM as a user
+would.
 
 Each server traces into a folder of its own; the scenario's trace folder receives their merge (`minisgl trace
 merge`: processes named prefill/scheduler, decode/scheduler, ...), which check, replay and the lessons read.
@@ -75,7 +76,8 @@ def run_pd_pair(scenario: Scenario, trace_dir: str) -> Outcome:
         try:
             ready.wait(READY_TIMEOUT)
             if not found:
-                raise RuntimeError("the prefill/decode pair did not become ready; its last lines:\n" + "\n".join(tail))
+                raise RuntimeError("the prefill/decode pair did not become ready; its last lines:\n"
+                                   + "\n".join(tail))
             try:
                 results = scenario.server(found[0])
             except Exception as e:  # noqa: BLE001  (whatever the client saw, the servers say why)

@@ -1,4 +1,4 @@
-"""Messages between the processes. Plain dataclasses: each is one handoff a trace can show.
+"""Messages between the processes. Plain dataclasses, built by keyword: each is one handoff a trace can show.
 
 tokenizer manager -> scheduler:   TokenizedGenerateReqInput, AbortReq, FlushCacheReq, GetLoadReq,
                                   PauseGenerationReqInput, ContinueGenerationReqInput
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TokenizedGenerateReqInput:
     rid: str
     input_text: str | None
@@ -22,24 +22,25 @@ class TokenizedGenerateReqInput:
     stream: bool = False
     return_logprob: bool = False  # send each output token's log-probability back
     top_logprobs_num: int = 0  # and this many most likely tokens at each position
-    routed_dp_rank: int | None = None  # with --dp-size > 1: the rank the client chose (None: the controller picks)
+    # with --dp-size > 1: the rank the client chose (None: the controller picks)
+    routed_dp_rank: int | None = None
     # --disaggregation-mode prefill|decode: where the prefill server's bootstrap listens, and the pairing room
     bootstrap_host: str | None = None
     bootstrap_port: int | None = None
     bootstrap_room: int | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AbortReq:
     rid: str
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FlushCacheReq:
     """Ask the scheduler to empty its prefix cache (it does so only when idle)."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FlushCacheReqOutput:
     """The scheduler flushes only when idle; the caller learns whether it did."""
 
@@ -47,7 +48,7 @@ class FlushCacheReqOutput:
     dp_rank: int = 0  # which scheduler answered (with --dp-size > 1 every rank does)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PauseGenerationReqInput:
     """POST /pause_generation: no batch runs until ContinueGenerationReqInput; messages are still handled,
     and every request stays where it is (SGLang's mode "in_place", the one minisgl has)."""
@@ -55,17 +56,17 @@ class PauseGenerationReqInput:
     mode: str = "in_place"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ContinueGenerationReqInput:
     """POST /continue_generation: batches run again."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GetLoadReq:
     """Ask the scheduler for its queues and KV cache use (the server's /health reports it)."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class GetLoadReqOutput:
     num_running_reqs: int
     num_waiting_reqs: int
@@ -75,26 +76,27 @@ class GetLoadReqOutput:
     dp_rank: int = 0  # which scheduler answered (with --dp-size > 1 every rank does)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BatchTokenIDOutput:
-    """New output tokens of several requests from one round (every --stream-interval tokens)."""
+    """New output tokens of several requests from one round (every --stream-interval tokens), a column per
+    field, a row per request (stream_output fills them row by row)."""
 
-    rids: list[str]
-    output_ids: list[list[int]]  # the tokens produced since the previous BatchTokenIDOutput of each rid
-    finished_reasons: list[dict | None]  # None while running, else FINISH_*.to_json()
-    skip_special_tokens: list[bool]
-    stop_strs: list[list[str]]
-    prompt_tokens: list[int]
-    completion_tokens: list[int]
-    cached_tokens: list[int]
-    max_new_tokens: list[int]  # after clamping to the context: a caller can tell the clamp happened
+    rids: list[str] = field(default_factory=list)
+    output_ids: list[list[int]] = field(default_factory=list)  # the tokens since the rid's previous output
+    finished_reasons: list[dict | None] = field(default_factory=list)  # None while running, else .to_json()
+    skip_special_tokens: list[bool] = field(default_factory=list)
+    stop_strs: list[list[str]] = field(default_factory=list)
+    prompt_tokens: list[int] = field(default_factory=list)
+    completion_tokens: list[int] = field(default_factory=list)
+    cached_tokens: list[int] = field(default_factory=list)
+    max_new_tokens: list[int] = field(default_factory=list)  # after clamping to the context: the clamp shows
     # of the same tokens, for requests with return_logprob (empty lists for the others), as SGLang names them
     output_token_logprobs_val: list[list[float]] = field(default_factory=list)
     output_top_logprobs_val: list[list[list[float]]] = field(default_factory=list)  # per token, best first
     output_top_logprobs_idx: list[list[list[int]]] = field(default_factory=list)  # their token ids
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BatchStrOutput:
     rids: list[str]
     output_strs: list[str]  # the text delta of each rid
@@ -103,7 +105,9 @@ class BatchStrOutput:
     prompt_tokens: list[int]
     completion_tokens: list[int]
     cached_tokens: list[int]
-    max_new_tokens: list[int] = field(default_factory=list)  # as the scheduler runs it (clamped to the context)
-    output_token_logprobs_val: list[list[float]] = field(default_factory=list)  # passed on from BatchTokenIDOutput
+    # as the scheduler runs it (clamped to the context)
+    max_new_tokens: list[int] = field(default_factory=list)
+    # passed on from BatchTokenIDOutput
+    output_token_logprobs_val: list[list[float]] = field(default_factory=list)
     output_top_logprobs_val: list[list[list[float]]] = field(default_factory=list)
     output_top_logprobs_idx: list[list[list[int]]] = field(default_factory=list)

@@ -12,7 +12,7 @@ from minisgl.scheduler.req import Req
 
 if TYPE_CHECKING:
     from minisgl.scheduler.schedule_batch import ScheduleBatch
-    from minisgl.scheduler.tp_worker import GenerationBatchResult
+    from minisgl.scheduler.utils import GenerationBatchResult
 
 
 class SchedulerOutputProcessorMixin:
@@ -34,25 +34,27 @@ class SchedulerOutputProcessorMixin:
                 if not self.enable_overlap:  # the overlap loop cached it when it formed the next round
                     self.cache_manager.cache_unfinished_req(req)
                 continue
-            self._append_token(req, result, i)
+            self.append_token(req, result, i)
             if req.finished():
                 self.cache_manager.cache_finished_req(req)
             elif req not in batch.decoding_reqs:
-                self.cache_manager.cache_unfinished_req(req)  # the prompt enters the radix tree for others to share
+                # the prompt enters the radix tree for others to share
+                self.cache_manager.cache_unfinished_req(req)
         self.trace_collector.results_processed()
         self.stream_output(batch.reqs)
 
     def process_batch_result_decode(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
         for i, req in enumerate(batch.reqs):
-            self._append_token(req, result, i)
+            self.append_token(req, result, i)
             if req.finished():
                 self.cache_manager.cache_finished_req(req)
         self.trace_collector.results_processed()
         self.stream_output(batch.reqs)
         batch.filter_batch()  # finished requests leave running_batch now, not next round
 
-    def _append_token(self, req: Req, result: GenerationBatchResult, i: int) -> None:
-        """Take the i-th request's token from the round's result, with its logprob (and the top ones if asked)."""
+    def append_token(self, req: Req, result: GenerationBatchResult, i: int) -> None:
+        """Take row i's token from the round's result, with its logprob (and the top ones if asked). The one
+        way a token joins a request's output: the NGRAM worker's verify calls it for each accepted token."""
         req.output_ids.append(result.next_token_ids[i])
         req.output_logprobs.append(result.logprobs[i])
         if req.top_logprobs_num > 0:
@@ -63,7 +65,7 @@ class SchedulerOutputProcessorMixin:
 
     def _refuse(self, recv_req: TokenizedGenerateReqInput, message: str) -> None:
         """A request the scheduler will not run: its only output, finished as abort with HTTP status 400."""
-        req = Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(), self.eos_token_ids)
+        req = Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(), eos_token_ids=self.eos_token_ids)
         req.finished_reason = FINISH_ABORT(message, status_code=400)
         self.trace_collector.req_refused(req, message)
         self.stream_output([req])
@@ -71,7 +73,7 @@ class SchedulerOutputProcessorMixin:
     def stream_output(self, reqs: list[Req]) -> None:
         """Send new tokens: on finish, and for streaming requests every --stream-interval tokens."""
         interval = self.server_args.stream_interval
-        out = BatchTokenIDOutput([], [], [], [], [], [], [], [], [], [], [], [])
+        out = BatchTokenIDOutput()
         for req in reqs:
             if req is self.chunked_req:
                 continue

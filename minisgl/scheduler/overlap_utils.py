@@ -20,7 +20,8 @@ class FutureMap:
         # room for three batches in flight (launched, being formed, being processed)
         self.size = 3 * max_running_requests + 1
         self.future_ct = 0
-        self.token_ids_buf = torch.zeros(self.size + 1, dtype=torch.int64)  # index 0 unused: -0 is no placeholder
+        # index 0 unused: -0 is no placeholder
+        self.token_ids_buf = torch.zeros(self.size + 1, dtype=torch.int64)
 
     def alloc_future_indices(self, bs: int) -> list[int]:
         """bs fresh indices (1..size, round robin); the scheduler uses -index as the placeholder."""

@@ -18,7 +18,7 @@ _EMPTY = torch.empty(0, dtype=torch.int64)
 
 class Req:
     def __init__(self, rid: str, origin_input_ids: list[int], sampling_params: SamplingParams,
-                 eos_token_ids: set[int], stream: bool = False, input_text: str | None = None,
+                 eos_token_ids: set[int], *, stream: bool = False, input_text: str | None = None,
                  return_logprob: bool = False, top_logprobs_num: int = 0, bootstrap_host: str | None = None,
                  bootstrap_port: int | None = None, bootstrap_room: int | None = None):
         self.rid = rid
@@ -47,14 +47,16 @@ class Req:
         self.is_chunked = 0  # > 0 while the prompt is being prefilled in chunks
         self.cached_tokens = 0  # prompt tokens served from the radix cache (reported in usage)
         self.send_token_offset = 0  # output tokens already sent to the detokenizer
-        # overlap loop: placeholders (-k, FutureMap index k) of tokens launched rounds are sampling, oldest first
+        # overlap loop: placeholders (-k, FutureMap index k) of tokens launched rounds are sampling,
+        # oldest first
         self.future_token_ids: list[int] = []
         # NGRAM speculation: the most draft tokens this request proposes next round (None until its first
         # proposal; speculative/ngram_worker.py grows it while its drafts are accepted)
         self.spec_draft_limit: int | None = None
         # prefill/decode disaggregation (minisgl/disaggregation/): the prefill server's bootstrap address, and
         # the room, the number the router gave both halves of this request so they find each other
-        self.bootstrap_host, self.bootstrap_port, self.bootstrap_room = bootstrap_host, bootstrap_port, bootstrap_room
+        self.bootstrap_host, self.bootstrap_port, self.bootstrap_room = (
+            bootstrap_host, bootstrap_port, bootstrap_room)
 
     # ---- admission --------------------------------------------------------------------------------
     def init_next_round_input(self, tree_cache=None) -> None:
@@ -81,7 +83,8 @@ class Req:
         return len(self.origin_input_ids) + len(self.output_ids) + len(self.future_token_ids)
 
     def last_token_id(self) -> int:
-        """The token the next decode row feeds: the newest output, or the placeholder of one not sampled yet."""
+        """The token the next decode row feeds: the newest output, or the placeholder of one not sampled
+        yet."""
         return (self.future_token_ids or self.output_ids)[-1]
 
     # ---- finish -----------------------------------------------------------------------------------

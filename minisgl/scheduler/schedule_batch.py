@@ -31,7 +31,8 @@ class ScheduleBatch:
     out_cache_loc: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.int64))
     decoding_reqs: list[Req] = field(default_factory=list)  # MIXED: the running requests' decode rows
     chunked_req: Req | None = None  # EXTEND/MIXED: the request whose chunk this round is not its prompt's end
-    sampling_steps: list[int] | None = None  # overlap: each request's output length at launch (seeds sampling)
+    # overlap: each request's output length at launch (seeds sampling)
+    sampling_steps: list[int] | None = None
     spec_info: NgramVerifyInput | None = None  # TARGET_VERIFY: each request's draft tokens
 
     @classmethod
@@ -99,7 +100,8 @@ class ScheduleBatch:
         self.req_pool_indices = [r.req_pool_idx for r in self.reqs]
         self.prefix_lens, self.extend_lens = [], []
         self.out_cache_loc = self.alloc_token_slots(len(self.reqs))
-        self.req_to_token_pool.req_to_token[self.req_pool_indices, [s - 1 for s in self.seq_lens]] = self.out_cache_loc
+        self.req_to_token_pool.req_to_token[self.req_pool_indices, [s - 1 for s in self.seq_lens]] = (
+            self.out_cache_loc)
 
     def retract_decode(self) -> list[Req]:
         """Take requests out until the rest have room for their next token; return those taken.
@@ -115,7 +117,8 @@ class ScheduleBatch:
             victim = order.pop(0)
             self.reqs.remove(victim)
             self.free_in_flight_rows(victim)
-            # a radix tree keeps its computed KV (evictable), so a resume may reuse it; without one it is freed
+            # a radix tree keeps its computed KV (evictable), so a resume may reuse it;
+            # without one it is freed
             self.cache_manager.cache_finished_req(victim, free_reason="retracted")
             victim.reset_for_retract()
             retracted.append(victim)
@@ -123,7 +126,8 @@ class ScheduleBatch:
 
     def free_in_flight_rows(self, req: Req) -> None:
         """Overlap loop: rows of a launched round whose token is still being sampled lie past the KV that
-        cache_finished_req takes; free their slots and forget those tokens (a resumed request recomputes them)."""
+        cache_finished_req takes; free their slots and forget those tokens (a resumed request recomputes
+        them)."""
         if not req.future_token_ids:
             return
         start = len(req.origin_input_ids) + len(req.output_ids) - 1
@@ -134,9 +138,10 @@ class ScheduleBatch:
     def copy(self) -> ScheduleBatch:
         """What a launched round needs (overlap loop): the scheduler goes on changing this batch meanwhile."""
         return ScheduleBatch(
-            list(self.reqs), self.req_to_token_pool, self.token_to_kv_pool, self.cache_manager, self.forward_mode,
-            list(self.input_ids), list(self.req_pool_indices), list(self.seq_lens), list(self.prefix_lens),
-            list(self.extend_lens), self.out_cache_loc, list(self.decoding_reqs), self.chunked_req,
+            list(self.reqs), self.req_to_token_pool, self.token_to_kv_pool, self.cache_manager,
+            self.forward_mode, list(self.input_ids), list(self.req_pool_indices), list(self.seq_lens),
+            list(self.prefix_lens), list(self.extend_lens), self.out_cache_loc, list(self.decoding_reqs),
+            self.chunked_req,
             [len(r.output_ids) + len(r.future_token_ids) for r in self.reqs])
 
     def last_row_slot(self, i: int) -> torch.Tensor:

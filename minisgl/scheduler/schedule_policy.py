@@ -131,7 +131,8 @@ class PrefillAdder:
         # a locked prefix is no longer evictable: both room counters shrink by it
         self._spend_lock(rec, -self.tree_cache.inc_lock_ref(req.last_node))
         chunking = self.rem_chunk_tokens is not None
-        if req.extend_input_len <= self.rem_kv_room and (not chunking or req.extend_input_len <= self._chunk_limit()):
+        if req.extend_input_len <= self.rem_kv_room and (
+                not chunking or req.extend_input_len <= self._chunk_limit()):
             self.rem_total_tokens -= rec.future_tokens
             self._admit(rec, req, len(req.fill_ids), chunked=False)
             return AddReqResult.CONTINUE
@@ -166,7 +167,8 @@ class PrefillAdder:
         self.rem_kv_room -= slots
         rec.prefix_locked += slots
 
-    def _admit(self, rec: AdmissionRecord, req: Req, end: int, chunked: bool, budget: str | None = None) -> None:
+    def _admit(self, rec: AdmissionRecord, req: Req, end: int, chunked: bool,
+               budget: str | None = None) -> None:
         start = len(req.prefix_indices)
         req.set_extend_range(start, end)
         self.can_run_list.append(req)
@@ -176,7 +178,8 @@ class PrefillAdder:
         self.rem_total_tokens -= req.extend_input_len
         if self.rem_chunk_tokens is not None:
             self.rem_chunk_tokens -= req.extend_input_len
-        rec.decision, rec.budget, rec.extend_range = "chunked" if chunked else "admitted", budget, (start, end)
+        rec.decision, rec.budget, rec.extend_range = (
+            "chunked" if chunked else "admitted", budget, (start, end))
         rec.after = self.budgets()
 
     def _refuse(self, rec: AdmissionRecord, budget: str, result: AddReqResult) -> AddReqResult:

@@ -38,7 +38,8 @@ from minisgl.scheduler.schedule_policy import AddReqResult, PrefillAdder, Schedu
 from minisgl.scheduler.scheduler_metrics_mixin import SchedulerMetricsMixin
 from minisgl.scheduler.scheduler_overlap import SchedulerOverlapMixin
 from minisgl.scheduler.scheduler_runtime_checker_mixin import SchedulerRuntimeCheckerMixin
-from minisgl.scheduler.tp_worker import GenerationBatchResult, TpModelWorker
+from minisgl.scheduler.tp_worker import TpModelWorker
+from minisgl.scheduler.utils import GenerationBatchResult
 from minisgl.scheduler.trace_collector import SchedulerTraceCollector
 from minisgl.server_args import ServerArgs
 from minisgl.speculative.ngram_worker import NGRAMWorker
@@ -65,7 +66,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         cache_cls = ChunkCache if server_args.disable_radix_cache else RadixCache
         self.tree_cache = cache_cls(self.req_to_token_pool.req_to_token.device)
         self.cache_manager = CacheManager(self.tree_cache, self.req_to_token_pool, self.token_to_kv_pool)
-        self.policy = SchedulePolicy(server_args.schedule_policy, self.tree_cache, server_args.disable_radix_cache)
+        self.policy = SchedulePolicy(server_args.schedule_policy, self.tree_cache,
+                                     server_args.disable_radix_cache)
         self.eos_token_ids = set(model_runner.model_config.eos_token_ids)
         self.max_req_len = min(model_runner.context_len, self.token_to_kv_pool.size)
         self.trace_collector = SchedulerTraceCollector(self)  # every trace event of this process
@@ -81,10 +83,9 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         self.rid_to_req: dict[str, Req] = {}  # every request not yet finished
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         self.forward_ct = 0  # rounds that ran a batch
-        self.num_retracted = 0
         self.engine_paused = False  # /pause_generation: messages are handled, no batch runs
         self.init_overlap()  # result_queue, and the forward thread when --enable-overlap-schedule
-        self.init_disaggregation()  # the bootstrap and transfer queues of --disaggregation-mode prefill|decode
+        self.init_disaggregation()  # the queues of --disaggregation-mode prefill|decode
 
     # ---- the loop ---------------------------------------------------------------------------------
     def event_loop_normal(self) -> None:
@@ -112,8 +113,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         # last round's prefill requests join running_batch only at the start of the next round
         pending = self.last_batch is not None and self.last_batch.forward_mode.is_extend() and any(
             not r.finished() for r in self.last_batch.reqs)
-        return (not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None and not pending
-                and not self.result_queue and not self.disagg_busy())
+        return (not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None
+                and not pending and not self.result_queue and not self.disagg_busy())
 
     def nothing_to_run(self) -> bool:  # idle, or paused with no result left: wait for a message
         return self.is_idle() or (self.engine_paused and not self.result_queue)
@@ -128,7 +129,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
             elif isinstance(recv_req, AbortReq):
                 self.abort_request(recv_req)
             elif isinstance(recv_req, FlushCacheReq):
-                self.send_to_detokenizer.send(FlushCacheReqOutput(self.flush_cache(), self.dp_rank))
+                self.send_to_detokenizer.send(
+                    FlushCacheReqOutput(success=self.flush_cache(), dp_rank=self.dp_rank))
             elif isinstance(recv_req, GetLoadReq):
                 self.send_to_detokenizer.send(self.get_load())
             elif isinstance(recv_req, (PauseGenerationReqInput, ContinueGenerationReqInput)):
@@ -142,18 +144,17 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         params.normalize()
         n = len(recv_req.input_ids)
         if recv_req.rid in self.rid_to_req:
-            return self._refuse(recv_req, f"duplicate request id {recv_req.rid!r}: a request with it is running")
+            return self._refuse(recv_req,
+                                f"duplicate request id {recv_req.rid!r}: a request with it is running")
         if n == 0:
             return self._refuse(recv_req, "the prompt is empty: at least one input token is needed")
         if why := self.disagg_refusal(recv_req):
             return self._refuse(recv_req, why)
         if n >= self.max_req_len:
-            return self._refuse(
-                recv_req,
-                f"the prompt has {n} tokens, but at most {self.max_req_len - 1} fit: the limit is "
-                f"{self.max_req_len} tokens (context length {self.model_runner.context_len}, KV cache "
-                f"{self.token_to_kv_pool.size} slots) and one output token needs room",
-            )
+            return self._refuse(recv_req, f"the prompt has {n} tokens, but at most {self.max_req_len - 1} "
+                                f"fit: the limit is {self.max_req_len} tokens (context length "
+                                f"{self.model_runner.context_len}, KV cache {self.token_to_kv_pool.size} "
+                                "slots) and one output token needs room")
         asked = params.max_new_tokens
         if asked is None:  # "until the context is full"
             params.max_new_tokens = self.max_req_len - n
@@ -161,15 +162,17 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
             params.max_new_tokens = self.max_req_len - n
             logger.warning("rid %s: max_new_tokens %d clamped to %d (prompt %d + output must fit %d)",
                            recv_req.rid, asked, params.max_new_tokens, n, self.max_req_len)
-        req = Req(recv_req.rid, list(recv_req.input_ids), params, self.eos_token_ids, recv_req.stream,
-                  recv_req.input_text, recv_req.return_logprob, recv_req.top_logprobs_num, recv_req.bootstrap_host,
-                  recv_req.bootstrap_port, recv_req.bootstrap_room)
+        req = Req(recv_req.rid, list(recv_req.input_ids), params, eos_token_ids=self.eos_token_ids,
+                  stream=recv_req.stream, input_text=recv_req.input_text,
+                  return_logprob=recv_req.return_logprob, top_logprobs_num=recv_req.top_logprobs_num,
+                  bootstrap_host=recv_req.bootstrap_host, bootstrap_port=recv_req.bootstrap_port,
+                  bootstrap_room=recv_req.bootstrap_room)
         self.rid_to_req[req.rid] = req
         self._add_request_to_queue(req)
         self.trace_collector.req_created(req, asked)
 
     def _add_request_to_queue(self, req: Req) -> None:
-        """NULL: the waiting queue. PREFILL: first wait for the decode half; DECODE: first wait for KV slots."""
+        """NULL: the waiting queue. PREFILL: wait for the decode half first; DECODE: for KV slots first."""
         if self.disaggregation_mode == DisaggregationMode.PREFILL:
             self.disagg_prefill_bootstrap_queue.append(req)
         elif self.disaggregation_mode == DisaggregationMode.DECODE:
@@ -275,9 +278,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
             return batch
         if not batch.check_decode_mem():
             retracted = batch.retract_decode()
-            logger.info("retracted %d request(s) to free KV cache: %s", len(retracted), [r.rid for r in retracted])
+            logger.info("retracted %s to free KV cache", [r.rid for r in retracted])
             self.waiting_queue = retracted + self.waiting_queue
-            self.num_retracted += len(retracted)
             self.trace_collector.retracted(retracted)
             self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         else:

@@ -1,4 +1,5 @@
-"""SchedulerMetricsMixin: what the scheduler reports about its load (SGLang keeps get_load in a mixin of this name)."""
+"""SchedulerMetricsMixin: what the scheduler reports about its load (SGLang keeps get_load in a mixin
+of this name)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from minisgl.scheduler.io_struct import GetLoadReqOutput
 
 class SchedulerMetricsMixin:
     def get_load(self) -> GetLoadReqOutput:
-        """The server's /health shows this, so a test can see a finished or aborted request's slots come back."""
+        """The server's /health shows this, so a test can see a finished or aborted request's slots come
+        back."""
         return GetLoadReqOutput(
             num_running_reqs=len(self.rid_to_req) - len(self.waiting_queue),  # admitted, not yet finished
             num_waiting_reqs=len(self.waiting_queue),

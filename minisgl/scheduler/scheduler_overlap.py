@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from minisgl.scheduler.tp_worker import GenerationBatchResult
+from minisgl.scheduler.utils import GenerationBatchResult
 from minisgl.scheduler.tp_worker_overlap_thread import TpModelWorkerClient
 
 if TYPE_CHECKING:

@@ -1,12 +1,12 @@
 """TpModelWorker: turns the scheduler's ScheduleBatch into a ForwardBatch, runs it and samples.
 
-(Tensor parallelism has one rank here; the name is kept so the path matches SGLang's.)
+With --tp-size N this is rank 0's worker: the ModelRunner's forward runs on every rank
+(minisgl/distributed/), and the sampled tokens are rank 0's.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import torch
 
@@ -16,19 +16,12 @@ from minisgl.model_executor.forward_batch_info import ForwardBatch
 from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.scheduler.schedule_batch import ScheduleBatch
 from minisgl.scheduler.trace_collector import SchedulerTraceCollector
-
-
-@dataclass
-class GenerationBatchResult:
-    next_token_ids: list[int]  # one per request in the batch (TARGET_VERIFY: one per row)
-    logprobs: list[float]  # of each next token under the raw logits
-    forward_time: float  # seconds spent in the model's forward
-    top_logprobs_val: list[list[float]] | None = None  # per request, its top_logprobs_num best; None if nobody asked
-    top_logprobs_idx: list[list[int]] | None = None
+from minisgl.scheduler.utils import GenerationBatchResult
 
 
 class TpModelWorker:
-    def __init__(self, model_runner: ModelRunner, trace_collector: SchedulerTraceCollector, random_seed: int = 0):
+    def __init__(self, model_runner: ModelRunner, trace_collector: SchedulerTraceCollector,
+                 random_seed: int = 0):
         self.model_runner = model_runner
         self.trace_collector = trace_collector  # the scheduler's: it sees the forward begin and end
         self.sampler = Sampler(random_seed=random_seed)
@@ -46,9 +39,10 @@ class TpModelWorker:
             row_reqs, output_lens = batch.spec_info.rows(batch.reqs)
         else:
             # (the overlap loop launches a copy: its requests' output lengths at launch seed the sampling)
-            row_reqs, output_lens = batch.reqs, batch.sampling_steps or [len(r.output_ids) for r in batch.reqs]
+            row_reqs, output_lens = (
+                batch.reqs, batch.sampling_steps or [len(r.output_ids) for r in batch.reqs])
         params = [r.sampling_params for r in row_reqs]
-        result = GenerationBatchResult([], [], forward_time)
+        result = GenerationBatchResult(next_token_ids=[], logprobs=[], forward_time=forward_time)
         with torch.inference_mode():
             top_nums = [r.top_logprobs_num for r in row_reqs]
             if any(top_nums):  # only for requests that ask, from the same raw logits the sampler reads

@@ -1,4 +1,5 @@
-"""TpModelWorkerClient: the TpModelWorker on a forward thread of its own (SGLang's tp_worker_overlap_thread.py).
+"""TpModelWorkerClient: the TpModelWorker on a forward thread of its own
+(SGLang's tp_worker_overlap_thread.py).
 
 The scheduler thread hands it a launched round and gets the round's placeholders back at once; the
 forward thread runs the rounds in launch order: resolve the placeholders in the input ids from the
@@ -18,7 +19,8 @@ import torch
 
 from minisgl.scheduler.overlap_utils import FutureMap
 from minisgl.scheduler.schedule_batch import ScheduleBatch
-from minisgl.scheduler.tp_worker import GenerationBatchResult, TpModelWorker
+from minisgl.scheduler.tp_worker import TpModelWorker
+from minisgl.scheduler.utils import GenerationBatchResult
 from tracer.api import tracer
 
 FORWARD_THREAD = "forward"  # the thread's name, and the `thread` its trace events carry
@@ -31,11 +33,13 @@ class TpModelWorkerClient:
         self.input_queue: queue.Queue = queue.Queue()
         self.output_queue: queue.Queue = queue.Queue()
         self.num_threads = torch.get_num_threads()  # a new thread starts with OpenMP's default, not this
-        self.forward_thread = threading.Thread(target=self.forward_thread_func, name=FORWARD_THREAD, daemon=True)
+        self.forward_thread = threading.Thread(target=self.forward_thread_func, name=FORWARD_THREAD,
+                                               daemon=True)
         self.forward_thread.start()
 
     def forward_batch_generation(self, batch: ScheduleBatch, round_: int) -> list[int]:
-        """Launch a round (a copy the scheduler no longer changes); returns its sampled tokens' placeholders."""
+        """Launch a round (a copy the scheduler no longer changes); returns its sampled tokens'
+        placeholders."""
         future_indices = self.future_map.alloc_future_indices(batch.batch_size())
         self.input_queue.put((batch, future_indices, round_))
         return [-i for i in future_indices]

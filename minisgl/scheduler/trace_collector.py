@@ -14,41 +14,19 @@ Event names and fields: lessons/docs/reference/trace-events.md.
 
 from __future__ import annotations
 
-import functools
 import itertools
-import time
 from typing import TYPE_CHECKING
 
 from minisgl.distributed.communication_op import comm_stats
 from minisgl.distributed.parallel_state import get_tensor_model_parallel_world_size
+from minisgl.scheduler.trace_hook import Scheduler, hook
 from tracer.api import LEVEL_TENSORS, LEVEL_TOKENS, tracer
 
 if TYPE_CHECKING:
     from minisgl.scheduler.req import Req
     from minisgl.scheduler.schedule_batch import ScheduleBatch
     from minisgl.scheduler.schedule_policy import PrefillAdder
-    from minisgl.scheduler.scheduler import Scheduler
-    from minisgl.scheduler.tp_worker import GenerationBatchResult
-
-
-# ns spent in the hooks, per thread (None: the scheduler's) so no two threads add to one entry; bench_tracing reads it
-hook_ns: dict[str | None, int] = {}
-
-
-def hook(fn):
-    """Nothing while tracing is off; else report the pending KV moves, then the hook's own events."""
-
-    @functools.wraps(fn)
-    def guarded(self: SchedulerTraceCollector, *args, **kwargs) -> None:
-        if not tracer.enabled:
-            return
-        start, thread = time.perf_counter_ns(), tracer.thread
-        if thread is None:  # the forward thread (overlap loop) leaves the KV journal to the scheduler's
-            self._report_cache_ops()
-        fn(self, *args, **kwargs)
-        hook_ns[thread] = hook_ns.get(thread, 0) + time.perf_counter_ns() - start
-
-    return guarded
+    from minisgl.scheduler.utils import GenerationBatchResult
 
 
 class SchedulerTraceCollector:
@@ -91,15 +69,16 @@ class SchedulerTraceCollector:
     def req_created(self, req: Req, asked_max_new_tokens: int | None) -> None:
         attrs = {}
         if asked_max_new_tokens is not None and asked_max_new_tokens != req.sampling_params.max_new_tokens:
-            attrs["max_new_tokens_clamped"] = {"from": asked_max_new_tokens, "to": req.sampling_params.max_new_tokens}
+            attrs["max_new_tokens_clamped"] = {"from": asked_max_new_tokens,
+                                               "to": req.sampling_params.max_new_tokens}
         tracer.event("sched.req_created", rid=req.rid, type="Req", input_len=len(req.origin_input_ids),
                      sampling_params=req.sampling_params.to_dict(), **attrs)
         waiting = self.sched.waiting_queue
         if waiting and waiting[-1] is req:
             tracer.event("sched.enqueued", rid=req.rid, queue_len=len(waiting), retracted=False)
         else:  # --disaggregation-mode: the prefill's bootstrap queue or the decode's prealloc queue first
-            self.sched.disagg_trace.queued(req, "bootstrap" if self.sched.disaggregation_mode.value == "prefill"
-                                           else "prealloc")
+            self.sched.disagg_trace.queued(
+                req, "bootstrap" if self.sched.disaggregation_mode.value == "prefill" else "prealloc")
 
     @hook
     def req_refused(self, req: Req, message: str) -> None:
@@ -116,12 +95,13 @@ class SchedulerTraceCollector:
     # ---- choosing the batch ---------------------------------------------------------------------
     @hook
     def batch_merged(self, dropped: list[Req]) -> None:
-        """last_batch's requests join running_batch at the start of a round: who joined, who was dropped and why."""
+        """last_batch's requests join running_batch at the start of a round: who joined, who was dropped
+        and why."""
         s = self.sched
         tracer.event("sched.batch_merged", joined=[r.rid for r in s.last_batch.reqs],
                      finished=[r.rid for r in dropped if r.finished()],
-                     chunked_excluded=s.chunked_req.rid if s.chunked_req is not None and s.chunked_req in dropped
-                     else None,
+                     chunked_excluded=s.chunked_req.rid
+                     if s.chunked_req is not None and s.chunked_req in dropped else None,
                      running=[r.rid for r in s.running_batch.reqs])
 
     @hook
@@ -135,26 +115,29 @@ class SchedulerTraceCollector:
 
     @hook
     def admission_done(self, adder: PrefillAdder) -> None:
-        """The round's starting budgets, each candidate's prefix match and decision, then those never looked at."""
+        """The round's starting budgets, each candidate's prefix match and decision, then those never
+        looked at."""
         s = self.sched
         if s.policy.policy == "lpm":
             tracer.event("sched.queue_sorted", waiting=[r.rid for r in s.waiting_queue])
         init = adder.initial
-        tracer.event("sched.prefill_budget", available_size=init.available_size, evictable_size=init.evictable_size,
-                     new_token_ratio=_num(init.new_token_ratio), running_rids=init.running_rids,
-                     running_future_tokens=init.running_future_tokens, reserved_tokens=_num(init.reserved_tokens),
-                     mixed_decode_rows=init.mixed_decode_rows, budgets=_budgets(init.budgets))
+        tracer.event("sched.prefill_budget", available_size=init.available_size,
+                     evictable_size=init.evictable_size, new_token_ratio=_num(init.new_token_ratio),
+                     running_rids=init.running_rids, running_future_tokens=init.running_future_tokens,
+                     reserved_tokens=_num(init.reserved_tokens), mixed_decode_rows=init.mixed_decode_rows,
+                     budgets=_budgets(init.budgets))
         by_rid = {r.rid: r for r in s.waiting_queue + adder.can_run_list}
         for rec in adder.log:
             req = by_rid.get(rec.rid)
             if req is not None:
                 tracer.event("sched.prefix_matched", rid=rec.rid, prefix_len=len(req.prefix_indices),
                              matched_slots=req.prefix_indices)
-            facts = {k: v for k, v in (("extend_range", rec.extend_range), ("budget", rec.budget), ("need", rec.need))
-                     if v is not None}
+            facts = {k: v for k, v in (("extend_range", rec.extend_range), ("budget", rec.budget),
+                                       ("need", rec.need)) if v is not None}
             tracer.event("sched.admission", rid=rec.rid, decision=rec.decision, **facts, source=rec.source,
-                         before=_budgets(rec.before), after=_budgets(rec.after), extend_input_len=rec.extend_input_len,
-                         future_tokens=rec.future_tokens, prefix_locked=rec.prefix_locked)
+                         before=_budgets(rec.before), after=_budgets(rec.after),
+                         extend_input_len=rec.extend_input_len, future_tokens=rec.future_tokens,
+                         prefix_locked=rec.prefix_locked)
         looked_at = {rec.rid for rec in adder.log}
         not_considered = [r.rid for r in s.waiting_queue if r.rid not in looked_at]
         if not_considered:
@@ -164,7 +147,8 @@ class SchedulerTraceCollector:
 
     @hook
     def decode_mem_checked(self, batch: ScheduleBatch, dropped: list[Req], where: str) -> None:
-        """filter_batch, then check_decode_mem: one new KV slot per running request, from free or evictable ones."""
+        """filter_batch, then check_decode_mem: one new KV slot per running request, from free or
+        evictable ones."""
         s = self.sched
         tracer.event("sched.decode_mem_checked", where=where, running=[r.rid for r in batch.reqs],
                      finished=[r.rid for r in dropped], needed=len(batch.reqs),
@@ -175,13 +159,15 @@ class SchedulerTraceCollector:
     def retracted(self, reqs: list[Req]) -> None:
         for req in reqs:
             tracer.event("sched.retracted", rid=req.rid, output_len=len(req.output_ids))
-            tracer.event("sched.enqueued", rid=req.rid, queue_len=len(self.sched.waiting_queue), retracted=True)
+            tracer.event("sched.enqueued", rid=req.rid, queue_len=len(self.sched.waiting_queue),
+                         retracted=True)
 
     @hook
     def batch_formed(self, batch: ScheduleBatch) -> None:
         attrs = dict(type="ScheduleBatch", forward_mode=batch.forward_mode.name, seq_lens=batch.seq_lens,
-                     prefix_lens=batch.prefix_lens, extend_lens=batch.extend_lens, out_cache_loc=batch.out_cache_loc,
-                     req_pool_indices=batch.req_pool_indices, decoding_rids=[r.rid for r in batch.decoding_reqs])
+                     prefix_lens=batch.prefix_lens, extend_lens=batch.extend_lens,
+                     out_cache_loc=batch.out_cache_loc, req_pool_indices=batch.req_pool_indices,
+                     decoding_rids=[r.rid for r in batch.decoding_reqs])
         if tracer.level >= LEVEL_TOKENS:
             attrs["input_ids"] = batch.input_ids
         rids = [r.rid for r in batch.reqs]
@@ -190,7 +176,8 @@ class SchedulerTraceCollector:
             attrs["logit_rows"] = list(range(sum(rows)))
             attrs["draft_lens"] = [len(d) for d in batch.spec_info.draft_tokens]
         else:
-            attrs["logit_rows"] = [end - 1 for end in itertools.accumulate(rows)]  # each request's last row is sampled
+            # each request's last row is sampled
+            attrs["logit_rows"] = [end - 1 for end in itertools.accumulate(rows)]
         tracer.event("sched.batch_formed", rids=rids, **attrs)
         # which rows (and so which KV slots) belong to which request
         start = 0
@@ -232,8 +219,8 @@ class SchedulerTraceCollector:
         if self._result_round is not None:  # overlap loop: the round whose batch sampled these
             attrs["batch_round"] = self._result_round
         tracer.event("sched.sampled", rids=[r.rid for r in batch.reqs], type="GenerationBatchResult",
-                     token_ids=result.next_token_ids, texts=texts, logprobs=[round(x, 5) for x in result.logprobs],
-                     **attrs)
+                     token_ids=result.next_token_ids, texts=texts,
+                     logprobs=[round(x, 5) for x in result.logprobs], **attrs)
 
     @hook
     def output_appended(self, req: Req) -> None:
@@ -259,7 +246,8 @@ class SchedulerTraceCollector:
 
     @hook
     def results_processed(self) -> None:
-        """Tokens appended and KV cached: the cache's moves (pending, so reported by the guard) precede the output."""
+        """Tokens appended and KV cached: the cache's moves (pending, so reported by the guard) precede
+        the output."""
 
     @hook
     def round_end(self) -> None:
@@ -295,5 +283,6 @@ def _budgets(budgets: dict) -> dict:
 
 
 def _num(x):
-    """rem_total_tokens is a float (the reservation uses new_token_ratio): 4 decimals are plenty in a trace."""
+    """rem_total_tokens is a float (the reservation uses new_token_ratio): 4 decimals are plenty in a
+    trace."""
     return round(x, 4) if isinstance(x, float) else x

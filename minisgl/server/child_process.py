@@ -16,11 +16,13 @@ from tracer.api import tracer
 PARENT_POLL_S = 0.5
 
 
-def setup_child_process(name: str, log_level: str, trace_dir: str | None, trace_level: int, ipc_dir: str) -> None:
+def setup_child_process(name: str, log_level: str, trace_dir: str | None, trace_level: int,
+                        ipc_dir: str) -> None:
     # Ctrl-C reaches the whole process group; the parent alone decides, and then sends SIGTERM
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    logging.basicConfig(level=log_level.upper(), format=f"[{name} %(process)d] %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=log_level.upper(),
+                        format=f"[{name} %(process)d] %(levelname)s %(name)s: %(message)s")
     if trace_dir:
         tracer.configure(trace_dir, name, trace_level)
     _watch_parent(os.getppid(), ipc_dir)

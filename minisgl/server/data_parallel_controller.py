@@ -3,7 +3,8 @@ ranks. It only forwards; it runs no model and takes no part in the way back (eac
 tokens to the one detokenizer, as a single scheduler does).
 
     TokenizedGenerateReqInput -> dispatching: the request's routed_dp_rank if it has one, else the
-                                 --load-balance-method's pick (round_robin_scheduler, shortest_queue_scheduler)
+                                 --load-balance-method's pick (round_robin_scheduler,
+                                 shortest_queue_scheduler)
     AbortReq                  -> every rank (a rank that does not hold the rid ignores it)
     FlushCacheReq, GetLoadReq -> every rank; the TokenizerManager combines the N replies
     PauseGenerationReqInput, ContinueGenerationReqInput -> every rank
@@ -44,7 +45,8 @@ class DataParallelController:
     def __init__(self, server_args: ServerArgs, port_args: PortArgs, context: zmq.Context):
         self.dp_size = server_args.dp_size
         self.load_balance_method = server_args.load_balance_method
-        self.recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name, src="tokenizer_manager")
+        self.recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name,
+                                                src="tokenizer_manager")
         self.recv_load = PullReceiver(context, port_args.dp_controller_load_ipc_name, src="scheduler")
         self.workers = [PushSender(context, port_args.for_dp_rank(rank).scheduler_input_ipc_name,
                                    dst=f"scheduler_dp{rank}") for rank in range(self.dp_size)]
@@ -110,8 +112,8 @@ class DataParallelController:
             worker.send(obj)
 
 
-def run_data_parallel_controller_process(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
-                                         pipe_writer: Connection) -> None:
+def run_data_parallel_controller_process(server_args: ServerArgs, http_args: HttpServerArgs,
+                                         port_args: PortArgs, pipe_writer: Connection) -> None:
     setup_child_process("data_parallel_controller", http_args.log_level, http_args.trace_dir,
                         http_args.trace_level, port_args.ipc_dir)
     try:

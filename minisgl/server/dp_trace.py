@@ -1,5 +1,6 @@
 """The DataParallelController's one trace event, `dp.dispatch`: which rank a request went to, why, and the
-loads the decision saw. Returns at once when tracing is off. Fields: lessons/docs/reference/trace-events.md."""
+loads the decision saw. Returns at once when tracing is off. Fields:
+lessons/docs/reference/trace-events.md."""
 
 from __future__ import annotations
 

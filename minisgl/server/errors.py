@@ -1,6 +1,6 @@
-"""Errors as OpenAI sends them: the body (ErrorResponse), one clear message for a request that fails validation
-(format_validation_error), and RequestError, a request the server will not serve, carrying the HTTP status
-and the OpenAI error fields.
+"""Errors as OpenAI sends them: the body (ErrorResponse), one clear message for a request that fails
+validation (format_validation_error), and RequestError, a request the server will not serve, carrying the HTTP
+status and the OpenAI error fields.
 
 Raised anywhere between the endpoint and the TokenizerManager's first output, so the endpoint can answer
 with the right status line instead of starting a response it would have to break. It is a ValueError: the
@@ -61,8 +61,8 @@ def model_not_found(model: str, served_model_name: str) -> RequestError:
 
 def server_unavailable(reason: str) -> RequestError:
     """503: a child process died, so nothing can be generated any more; the message says which and why."""
-    return RequestError(f"the server cannot serve requests: {reason}", status_code=503, err_type="server_error",
-                        code="service_unavailable")
+    return RequestError(f"the server cannot serve requests: {reason}", status_code=503,
+                        err_type="server_error", code="service_unavailable")
 
 
 def server_shutting_down(message: str = "the server is shutting down and accepts no new requests"
@@ -99,8 +99,9 @@ def _param_path(loc: tuple[int | str, ...]) -> str | None:
 def format_validation_error(exc: ValidationError) -> ErrorResponse:
     """One clear message for the first bad field, naming it in `param`.
 
-    A field the model does not define gets OpenAI's own message for it. A union field fails once per member: the deepest failure is where the input really went wrong, a
-    broken rule beats "wrong type" from members that never matched, and what is left is joined with "or".
+    A field the model does not define gets OpenAI's own message for it. A union field fails once per member:
+    the deepest failure is where the input really went wrong, a broken rule beats "wrong type" from members
+    that never matched, and what is left is joined with "or".
     """
     errors = exc.errors()
     locs = [_field_loc(error["loc"]) for error in errors]

@@ -37,7 +37,8 @@ IDLE_TIMEOUT_S = 10.0  # after the aborts: how long to wait for the scheduler to
 
 class ShutdownServer(uvicorn.Server):
     """uvicorn's Server, except that the first SIGTERM/SIGINT only records the signal (graceful_shutdown
-    does the rest); a second one, or one that comes while the server already stops, is uvicorn's exit at once."""
+    does the rest); a second one, or one that comes while the server already stops, is uvicorn's exit at
+    once."""
 
     def __init__(self, config: uvicorn.Config):
         super().__init__(config)
@@ -74,8 +75,8 @@ async def graceful_shutdown(server: ShutdownServer, tokenizer_manager: Tokenizer
         await asyncio.sleep(POLL_S)
     left = end_running_requests(tokenizer_manager, grace_s)
     if left:
-        print(f"minisgl serve: {len(left)} request(s) outlasted the {grace_s:g} s grace period: ended with 503",
-              flush=True)
+        print(f"minisgl serve: {len(left)} request(s) outlasted the {grace_s:g} s grace period: ended with "
+              "503", flush=True)
     await _scheduler_idle(tokenizer_manager)
     server.should_exit = True
 
@@ -83,13 +84,14 @@ async def graceful_shutdown(server: ShutdownServer, tokenizer_manager: Tokenizer
 def end_running_requests(tokenizer_manager: TokenizerManager, grace_s: float) -> list[str]:
     """Wake every waiter with a 503 and abort its request in the scheduler; return their rids."""
     left = list(tokenizer_manager.rid_to_state.items())
-    error = server_shutting_down(f"the server shut down: the request was still running when the {grace_s:g} s "
-                                 f"grace period ended")
+    error = server_shutting_down(f"the server shut down: the request was still running when the {grace_s:g} "
+                                 f"s grace period ended")
     for rid, state in left:
         tm_trace.shutdown_aborted(rid, grace_s)
         state.error = error
         state.event.set()
-        tokenizer_manager.abort_request(rid, drop_state=True)  # the waiter's own cleanup then has nothing to do
+        # the waiter's own cleanup then has nothing to do
+        tokenizer_manager.abort_request(rid, drop_state=True)
     return [rid for rid, _ in left]
 
 

@@ -1,5 +1,5 @@
-"""The HTTP server: the FastAPI app with its endpoints (`launch_server`, which runs the whole server around it,
-is in server_lifecycle.py).
+"""The HTTP server: the FastAPI app with its endpoints (`launch_server`, which runs the whole server around
+it, is in server_lifecycle.py).
 
     main process         FastAPI + uvicorn, OpenAIServingChat / OpenAIServingCompletion, TokenizerManager
     scheduler process    ModelRunner + Scheduler.event_loop_normal      (minisgl/server/scheduler_process.py)
@@ -50,8 +50,8 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
             return
         given = request.headers.get("authorization", "")
         if not hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
-            raise RequestError("invalid or missing API key: send 'Authorization: Bearer <key>'", status_code=401,
-                               code="invalid_api_key")
+            raise RequestError("invalid or missing API key: send 'Authorization: Bearer <key>'",
+                               status_code=401, code="invalid_api_key")
 
     auth = [Depends(verify_api_key)]
     json_body = [*auth, Depends(require_json)]  # 415 for text/plain or a form: see http_guards.py

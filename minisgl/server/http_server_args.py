@@ -49,14 +49,15 @@ class HttpServerArgs:
                                                                    f"(default {d.port})")
         g.add_argument("--api-key", default=d.api_key,
                        help="require 'Authorization: Bearer KEY' on every endpoint except /health")
-        g.add_argument("--log-level", default=d.log_level, choices=LOG_LEVELS, help="log level of every process")
+        g.add_argument("--log-level", default=d.log_level, choices=LOG_LEVELS,
+                       help="log level of every process")
         g.add_argument("--served-model-name", default=d.served_model_name,
                        help="the model id clients send and /v1/models lists (default: the model's name)")
         g.add_argument("--graceful-shutdown-timeout", type=float, default=d.graceful_shutdown_timeout,
                        metavar="SECONDS",
-                       help="on SIGTERM or SIGINT, refuse new requests (503) and give running ones this long to "
-                            "finish; the rest end with an error, then the server exits. A second signal stops "
-                            f"at once (default {d.graceful_shutdown_timeout:g})")
+                       help="on SIGTERM or SIGINT, refuse new requests (503) and give running ones this long "
+                            "to finish; the rest end with an error, then the server exits. A second signal "
+                            f"stops at once (default {d.graceful_shutdown_timeout:g})")
         g.add_argument("--enable-metrics", action="store_true",
                        help="serve GET /metrics in Prometheus text format (SGLang's sglang:* metric names)")
         g.add_argument("--max-request-body-bytes", type=_positive_int, default=d.max_request_body_bytes,
@@ -67,9 +68,11 @@ class HttpServerArgs:
                             "call the API from a browser (CORS); by default no CORS headers are sent")
         g = parser.add_argument_group("tracing")
         g.add_argument("--trace", dest="trace_dir", nargs="?", const="", default=None, metavar="DIR",
-                       help="write a trace of every process to DIR (default: ./minisgl-trace-YYYYmmdd-HHMMSS)")
+                       help="write a trace of every process to DIR (default: "
+                            "./minisgl-trace-YYYYmmdd-HHMMSS)")
         g.add_argument("--trace-level", type=int, default=d.trace_level, choices=[1, 2, 3],
-                       help="1 requests and rounds, 2 adds per-token events, 3 adds per-row tensors (default 2)")
+                       help="1 requests and rounds, 2 adds per-token events, 3 adds per-row tensors (default "
+                            "2)")
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> HttpServerArgs:

@@ -21,7 +21,8 @@ class InProcessQueue:
         self.items.append((ipc_trace.sent(obj, self.dst), obj))
 
     def recv_all(self, block: bool = False) -> list:
-        """Everything queued now (`block` is accepted for the Scheduler's sake: there is nothing to wait for)."""
+        """Everything queued now (`block` is accepted for the Scheduler's sake: there is nothing to wait
+        for)."""
         out = []
         while self.items:
             flow, obj = self.items.popleft()

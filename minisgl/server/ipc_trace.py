@@ -33,7 +33,8 @@ def sent(obj: Any, dst: str) -> str | None:
     if not tracer.enabled:
         return None
     flow = tracer.new_flow_id()
-    if isinstance(obj, BatchTokenIDOutput):  # the new tokens themselves: a trace shows them leaving the scheduler
+    # the new tokens themselves: a trace shows them leaving the scheduler
+    if isinstance(obj, BatchTokenIDOutput):
         tracer.event("ipc.send", flow=flow, flow_dir="send", msg=type(obj).__name__, dst=dst,
                      output_ids=obj.output_ids, **_who(obj))
     else:

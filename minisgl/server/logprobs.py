@@ -2,8 +2,10 @@
 in the TokenizerManager, and those become OpenAI's shapes in the serving layer.
 
     scheduler:       output_token_logprobs_val [float], output_top_logprobs_val/_idx [[float]], [[int]]
-    meta_info:       output_token_logprobs [(logprob, token_id, text)], output_top_logprobs [[(logprob, id, text)]]
-    chat:            {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], "refusal"}
+    meta_info:       output_token_logprobs [(logprob, token_id, text)],
+                     output_top_logprobs [[(logprob, id, text)]]
+    chat:            {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}],
+                     "refusal"}
     completions:     {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}
 
 Every value is log_softmax of the raw logits (see minisgl/layers/logprobs.py): temperature and the top-k,
@@ -19,13 +21,14 @@ LogprobEntry = tuple[float, int, Any]  # (logprob, token id, the token's text or
 
 def detokenize_logprob_tokens(tokenizer, vals: list[float], ids: list[int], with_text: bool
                               ) -> list[LogprobEntry]:
-    """SGLang's triples; a token's text is its own decode (a piece of a multi-byte character shows as U+FFFD)."""
+    """SGLang's triples; a token's text is its own decode (a piece of a multi-byte character shows as
+    U+FFFD)."""
     return [(val, tid, tokenizer.decode([tid]) if with_text else None) for val, tid in zip(vals, ids)]
 
 
 def output_logprobs_of(out: dict[str, Any], tokenizer) -> tuple[list[LogprobEntry], list[list[LogprobEntry]]]:
-    """The output's logprob entries not sent yet (from out["logprobs_from"], 0 unless streaming), and their top
-    entries. A final special stop token (EOS) is left out: its text is not in the answer either."""
+    """The output's logprob entries not sent yet (from out["logprobs_from"], 0 unless streaming), and their
+    top entries. A final special stop token (EOS) is left out: its text is not in the answer either."""
     meta = out["meta_info"]
     start = out.get("logprobs_from", 0)
     tokens = list(meta.get("output_token_logprobs", ())[start:])
@@ -46,7 +49,8 @@ def to_chat_logprobs(tokens: list[LogprobEntry], tops: list[list[LogprobEntry]])
     """OpenAI's chat choice.logprobs."""
     content = []
     for j, (logprob, _, text) in enumerate(tokens):
-        top = [{"token": t, "logprob": lp, "bytes": _bytes(t)} for lp, _, t in (tops[j] if j < len(tops) else ())]
+        top = [{"token": t, "logprob": lp, "bytes": _bytes(t)}
+               for lp, _, t in (tops[j] if j < len(tops) else ())]
         content.append({"token": text, "logprob": logprob, "bytes": _bytes(text), "top_logprobs": top})
     return {"content": content, "refusal": None}
 

@@ -36,7 +36,8 @@ from minisgl.server.errors import RequestError
 TTFT_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
 ITL_BUCKETS = [0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
                0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0]
-E2E_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400]
+E2E_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800,
+               2400]
 
 
 @dataclass
@@ -84,7 +85,8 @@ class TokenizerMetricsCollector:
         self.inter_token_latency = histogram("sglang:inter_token_latency_seconds",
                                              "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
         self.e2e_request_latency = histogram("sglang:e2e_request_latency_seconds",
-                                             "Histogram of End-to-end request latency in seconds", E2E_BUCKETS)
+                                             "Histogram of End-to-end request latency in seconds",
+                                             E2E_BUCKETS)
         for metric in made:
             metric.labels(**self.labels)  # every series shows (at 0) before the first request
         self._timings: dict[str, _Timing] = {}
@@ -145,7 +147,8 @@ class TokenizerMetricsCollector:
         self.num_used_tokens.labels(**labels).set(used)
         self.max_total_num_tokens.labels(**labels).set(load.total_slots)
         self.token_usage.labels(**labels).set(used / load.total_slots if load.total_slots else 0.0)
-        self.cache_hit_rate.labels(**labels).set(self._cached_sum / self._prompt_sum if self._prompt_sum else 0.0)
+        self.cache_hit_rate.labels(**labels).set(self._cached_sum / self._prompt_sum if self._prompt_sum
+                                                 else 0.0)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

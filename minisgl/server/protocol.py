@@ -41,7 +41,8 @@ MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat's top_logprobs (completions all
 
 class StreamOptions(RequestModel):
     include_usage: bool = False
-    include_obfuscation: bool | None = None  # accepted: minisgl never pads chunks, so there is nothing to turn off
+    # accepted: minisgl never pads chunks, so there is nothing to turn off
+    include_obfuscation: bool | None = None
 
 
 class SamplingRequest(SGLangUnsupportedFields, RouterFields):
@@ -67,7 +68,8 @@ class SamplingRequest(SGLangUnsupportedFields, RouterFields):
     ignore_eos: bool | None = None
     skip_special_tokens: bool | None = None
     stop_token_ids: list[TokenId] | None = Field(default=None, max_length=MAX_STOP_STRS)
-    rid: str | None = Field(default=None, min_length=1, max_length=256)  # SGLang's: the client names its request
+    # SGLang's: the client names its request
+    rid: str | None = Field(default=None, min_length=1, max_length=256)
 
     check_openai_unsupported = refusing("logit_bias")
 
@@ -113,7 +115,8 @@ def to_sampling_params_dict(request: SamplingRequest) -> dict[str, Any]:
         "skip_special_tokens": request.skip_special_tokens,
         "stop_token_ids": request.stop_token_ids,
     }
-    return {"max_new_tokens": max_new_tokens, **{key: value for key, value in params.items() if value is not None}}
+    return {"max_new_tokens": max_new_tokens,
+            **{key: value for key, value in params.items() if value is not None}}
 
 
 class GenerateReqInput(SGLangUnsupportedFields, RouterFields, GenerateRouterFields):
@@ -141,7 +144,8 @@ class GenerateReqInput(SGLangUnsupportedFields, RouterFields, GenerateRouterFiel
     @classmethod
     def _no_prompt_logprobs(cls, value: int) -> int:
         if value != -1:
-            raise ValueError("minisgl does not compute the prompt tokens' logprobs: logprob_start_len must be -1")
+            raise ValueError("minisgl does not compute the prompt tokens' logprobs: logprob_start_len must "
+                             "be -1")
         return value
 
     @model_validator(mode="after")

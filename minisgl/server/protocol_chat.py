@@ -1,4 +1,5 @@
-"""POST /v1/chat/completions: the request (chat turns plus sampling fields) and the response, whole or streamed."""
+"""POST /v1/chat/completions: the request (chat turns plus sampling fields) and the response, whole or
+streamed."""
 
 from __future__ import annotations
 
@@ -84,9 +85,9 @@ class ChatCompletionRequest(SamplingRequest):
 
     check_chat_unsupported = refusing(
         "audio", "function_call", "functions", "metadata", "modalities", "parallel_tool_calls", "prediction",
-        "prompt_cache_retention", "reasoning_effort", "response_format", "service_tier", "store", "tool_choice",
-        "tools", "verbosity", "web_search_options", "chat_template_kwargs", "continue_final_message",
-        "separate_reasoning", "stream_reasoning")
+        "prompt_cache_retention", "reasoning_effort", "response_format", "service_tier", "store",
+        "tool_choice", "tools", "verbosity", "web_search_options", "chat_template_kwargs",
+        "continue_final_message", "separate_reasoning", "stream_reasoning")
 
     @field_validator("top_logprobs")
     @classmethod

@@ -31,8 +31,8 @@ class CompletionRequest(SamplingRequest):
     @classmethod
     def _no_prompt_logprobs(cls, value: bool, info: ValidationInfo) -> bool:
         if value and info.data.get("logprobs") is not None:
-            raise ValueError("minisgl does not compute the prompt tokens' logprobs, so echo cannot be combined "
-                             "with logprobs; use one of them")
+            raise ValueError("minisgl does not compute the prompt tokens' logprobs, so echo cannot be "
+                             "combined with logprobs; use one of them")
         return value
 
     @field_validator("prompt")

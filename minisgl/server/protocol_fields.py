@@ -63,7 +63,8 @@ class RouterFields(RequestModel):
     bootstrap_room: int | None = Field(default=None, ge=0)  # the id pairing one prefill with one decode
     data_parallel_rank: int | None = None  # the router's --dp-aware mode picks the rank (the older name)
     routed_dp_rank: int | None = None  # the newer name the gateway sends
-    disagg_prefill_dp_rank: int | None = Field(default=None, ge=0)  # the prefill worker's rank, for the decode side
+    # the prefill worker's rank, for the decode side
+    disagg_prefill_dp_rank: int | None = Field(default=None, ge=0)
 
 
 class GenerateRouterFields(RequestModel):
@@ -101,6 +102,6 @@ class SGLangUnsupportedFields(RequestModel):
     priority: Any = None
 
     check_sglang_unsupported = refusing(
-        "min_tokens", "repetition_penalty", "regex", "ebnf", "json_schema", "no_stop_trim", "lora_path", "lora_id",
-        "session_params", "return_hidden_states", "return_routed_experts", "custom_logit_processor",
-        "custom_params", "stop_regex", "priority")
+        "min_tokens", "repetition_penalty", "regex", "ebnf", "json_schema", "no_stop_trim", "lora_path",
+        "lora_id", "session_params", "return_hidden_states", "return_routed_experts",
+        "custom_logit_processor", "custom_params", "stop_regex", "priority")

@@ -91,12 +91,14 @@ def add_router_routes(app: FastAPI, tokenizer_manager: Any, info: WorkerInfo, au
 
     @app.get("/get_load", dependencies=auth)
     async def get_load() -> JSONResponse:
-        """SGLang's shape: a list with one entry per data-parallel rank (--dp-size). num_tokens is the KV slots
-        running requests hold (the radix cache's evictable slots not counted); the router's power_of_two
+        """SGLang's shape: a list with one entry per data-parallel rank (--dp-size). num_tokens is the KV
+        slots running requests hold (the radix cache's evictable slots not counted); the router's power_of_two
         policy sums num_tokens over the list."""
         loads = await tokenizer_manager.get_loads()
-        return JSONResponse([{"dp_rank": load.dp_rank, "num_reqs": load.num_running_reqs + load.num_waiting_reqs,
-                              "num_running_reqs": load.num_running_reqs, "num_waiting_reqs": load.num_waiting_reqs,
+        return JSONResponse([{"dp_rank": load.dp_rank,
+                              "num_reqs": load.num_running_reqs + load.num_waiting_reqs,
+                              "num_running_reqs": load.num_running_reqs,
+                              "num_waiting_reqs": load.num_waiting_reqs,
                               "num_tokens": load.total_slots - load.free_slots - load.cached_slots}
                              for load in loads])
 

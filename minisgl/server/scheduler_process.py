@@ -19,13 +19,15 @@ logger = logging.getLogger(__name__)
 
 def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
                           pipe_writer: Connection, dp_rank: int | None = None, tp_rank: int = 0) -> None:
-    """dp_rank None: the one scheduler (process `scheduler`); else one data-parallel rank (`scheduler_dp0`, …),
-    which receives from the DataParallelController and reports its load back to it. tp_rank: with --tp-size
-    N > 1, this process's tensor-parallel rank (rank 0 is `scheduler`, the others `scheduler_tp1`, …)."""
+    """dp_rank None: the one scheduler (process `scheduler`); else one data-parallel rank (`scheduler_dp0`,
+    …), which receives from the DataParallelController and reports its load back to it. tp_rank: with
+    --tp-size N > 1, this process's tensor-parallel rank (rank 0 is `scheduler`, the others `scheduler_tp1`,
+    …)."""
     from minisgl.distributed.launch import scheduler_process_name
 
     name = scheduler_process_name(tp_rank) if dp_rank is None else f"scheduler_dp{dp_rank}"
-    setup_child_process(name, http_args.log_level, http_args.trace_dir, http_args.trace_level, port_args.ipc_dir)
+    setup_child_process(name, http_args.log_level, http_args.trace_dir, http_args.trace_level,
+                        port_args.ipc_dir)
     from minisgl.configs.model_config import UnsupportedModel
     from minisgl.model_loader.bundled import ModelNotFound
 
@@ -58,8 +60,9 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
 
 
 def _event_loop_reporting_load(scheduler, port_args: PortArgs) -> None:
-    """event_loop_normal (or _overlap), and after each round the rank's load to the DataParallelController when it changed
-    (SGLang's schedulers send WatchLoadUpdateReq for the same purpose): shortest_queue dispatches by it."""
+    """event_loop_normal (or _overlap), and after each round the rank's load to the DataParallelController
+    when it changed (SGLang's schedulers send WatchLoadUpdateReq for the same purpose): shortest_queue
+    dispatches by it."""
     sender = PushSender(zmq.Context.instance(), port_args.dp_controller_load_ipc_name,
                         dst="data_parallel_controller")
     last = None
@@ -87,10 +90,12 @@ def _build_scheduler(server_args: ServerArgs, port_args: PortArgs, dp_rank: int 
         recv_from_tokenizer = PullReceiver(context, port_args.for_dp_rank(dp_rank).scheduler_input_ipc_name,
                                            src="data_parallel_controller")
     elif tp_rank == 0:
-        recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name, src="tokenizer_manager")
+        recv_from_tokenizer = PullReceiver(context, port_args.scheduler_input_ipc_name,
+                                           src="tokenizer_manager")
     else:  # with --tp-size N the other ranks get rank 0's inputs (distributed/scheduler_io.py)
         recv_from_tokenizer = None
-    send_to_detokenizer = PushSender(context, port_args.detokenizer_ipc_name, dst="detokenizer") if tp_rank == 0 else None
+    send_to_detokenizer = (PushSender(context, port_args.detokenizer_ipc_name, dst="detokenizer")
+                           if tp_rank == 0 else None)
     if server_args.tp_size > 1:
         from minisgl.distributed.scheduler_io import NoSender, TpBroadcastReceiver
 

@@ -25,7 +25,8 @@ from tracer.api import tracer
 logger = logging.getLogger(__name__)
 
 WATCHDOG_INTERVAL_S = 0.2
-DEATH_GRACE_S = 1.0  # after a child died: time for waiting clients to receive their 503 before the port closes
+# after a child died: time for waiting clients to receive their 503 before the port closes
+DEATH_GRACE_S = 1.0
 
 
 # ---- the whole server -----------------------------------------------------------------------------
@@ -91,8 +92,8 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
                               info["vocab_size"])
         worker_info = build_worker_info(server_args, http_args, source, model_config, info, served_model_name,
                                         server_args.dp_size)
-        return asyncio.run(_serve(server_args, http_args, port_args, processes, tokenizer, limits, served_model_name,
-                                  stop, worker_info))
+        return asyncio.run(_serve(server_args, http_args, port_args, processes, tokenizer, limits,
+                                  served_model_name, stop, worker_info))
     except StartupError as e:
         print(f"minisgl serve: error: {e}", file=sys.stderr, flush=True)
         return e.exit_code
@@ -106,8 +107,9 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
         stop.restore()
 
 
-async def _serve(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs, processes: EngineProcesses,
-                 tokenizer, limits: EngineLimits, served_model_name: str, stop: _StopFlag, worker_info: WorkerInfo
+async def _serve(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
+                 processes: EngineProcesses, tokenizer, limits: EngineLimits, served_model_name: str,
+                 stop: _StopFlag, worker_info: WorkerInfo
                  ) -> int:
     if stop.is_set():
         return 0

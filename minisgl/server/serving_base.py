@@ -51,8 +51,8 @@ class OpenAIServingBase:
 
     def _new_rid(self, request: Any) -> str:
         """The client's `rid` (SGLang's extension: scenarios and lessons name requests R1, R2), else the PD
-        pairing room's (both halves of a disaggregated request share it, so the two servers' traces meet), else a
-        fresh one."""
+        pairing room's (both halves of a disaggregated request share it, so the two servers' traces meet),
+        else a fresh one."""
         return getattr(request, "rid", None) or self._room_rid(request) or uuid.uuid4().hex
 
     def _room_rid(self, request: Any) -> str | None:
@@ -135,7 +135,8 @@ class OpenAIServingBase:
 
 # ---- helpers the endpoints share ------------------------------------------------------------------
 # The headers SGLang's router (sgl-model-gateway) takes its request id from and passes on to the worker: a
-# client's x-request-id (or x-correlation-id) is the `request_id` in the router's log and reaches us unchanged.
+# client's x-request-id (or x-correlation-id) is the `request_id` in the router's log and reaches us
+# unchanged.
 REQUEST_ID_HEADERS = ("x-request-id", "x-correlation-id")
 MAX_REQUEST_ID_CHARS = 256
 
@@ -191,7 +192,8 @@ def extract_routed_dp_rank(request: Any, raw_request: Request, dp_size: int) -> 
         try:
             rank, param = int(header), None
         except ValueError:
-            raise RequestError(f"the X-Data-Parallel-Rank header must be an integer, not {header!r}") from None
+            raise RequestError("the X-Data-Parallel-Rank header must be an integer, not "
+                               f"{header!r}") from None
     elif getattr(request, "routed_dp_rank", None) is not None:
         rank, param = request.routed_dp_rank, "routed_dp_rank"
     else:
@@ -199,7 +201,8 @@ def extract_routed_dp_rank(request: Any, raw_request: Request, dp_size: int) -> 
     if rank is None or 0 <= rank < dp_size:
         return rank
     where = "the X-Data-Parallel-Rank header" if param is None else f"`{param}`"
-    ranks = "one data-parallel rank (0)" if dp_size == 1 else f"{dp_size} data-parallel ranks (0 to {dp_size - 1})"
+    ranks = ("one data-parallel rank (0)" if dp_size == 1
+             else f"{dp_size} data-parallel ranks (0 to {dp_size - 1})")
     raise RequestError(f"{where} asks for rank {rank}, but this server runs {ranks}, so rank {rank} does not "
                        f"exist", param=param)
 

@@ -49,7 +49,8 @@ class OpenAIServingChat(OpenAIServingBase):
         meta = out["meta_info"]
         choice = ChatCompletionResponseChoice(message=ChatMessage(content=out["text"]),
                                               logprobs=self._logprobs(out, request),
-                                              finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta))
+                                              finish_reason=finish_reason_of(meta),
+                                              matched_stop=matched_stop_of(meta))
         response = ChatCompletionResponse(id=f"chatcmpl-{meta['id']}", model=self.served_model_name,
                                           choices=[choice], usage=usage_of(meta))
         return with_warning(response.model_dump(mode="json"), meta)
@@ -70,7 +71,8 @@ class OpenAIServingChat(OpenAIServingBase):
         if out["delta"] or (logprobs and logprobs["content"]):
             chunks.append((chunk(ChoiceDelta(content=out["delta"]), logprobs=logprobs), out["delta"]))
         if meta["finish_reason"] is not None:
-            last = chunk(ChoiceDelta(), finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta))
+            last = chunk(ChoiceDelta(), finish_reason=finish_reason_of(meta),
+                         matched_stop=matched_stop_of(meta))
             chunks.append((with_warning(last, meta), ""))
             if request.stream_options is not None and request.stream_options.include_usage:
                 usage = ChatCompletionStreamResponse(id=chunk_id, model=self.served_model_name, choices=[],

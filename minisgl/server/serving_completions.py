@@ -33,10 +33,12 @@ class OpenAIServingCompletion(OpenAIServingBase):
         return to_sampling_params_dict(request)
 
     def _convert_to_internal_request(self, request: CompletionRequest, rid: str) -> GenerateReqInput:
-        prompt = {"text": request.prompt} if isinstance(request.prompt, str) else {"input_ids": request.prompt}
-        return GenerateReqInput(rid=rid, sampling_params=to_sampling_params_dict(request), stream=request.stream,
-                                return_logprob=request.logprobs is not None,
-                                top_logprobs_num=request.logprobs or 0, return_text_in_logprobs=True, **prompt)
+        prompt = ({"text": request.prompt} if isinstance(request.prompt, str)
+                  else {"input_ids": request.prompt})
+        return GenerateReqInput(rid=rid, sampling_params=to_sampling_params_dict(request),
+                                stream=request.stream, return_logprob=request.logprobs is not None,
+                                top_logprobs_num=request.logprobs or 0, return_text_in_logprobs=True,
+                                **prompt)
 
     def _echo(self, request: CompletionRequest) -> str:
         """The prompt's text, put before the answer with `echo`; a prompt of token ids is decoded."""
@@ -46,7 +48,8 @@ class OpenAIServingCompletion(OpenAIServingBase):
             return request.prompt
         return self.tokenizer_manager.tokenizer.decode(request.prompt)
 
-    def _logprobs(self, out: dict[str, Any], request: CompletionRequest, text_offset: int) -> dict[str, Any] | None:
+    def _logprobs(self, out: dict[str, Any], request: CompletionRequest,
+                  text_offset: int) -> dict[str, Any] | None:
         if request.logprobs is None:
             return None
         return to_completion_logprobs(*output_logprobs_of(out, self.tokenizer_manager.tokenizer), text_offset)
@@ -55,7 +58,8 @@ class OpenAIServingCompletion(OpenAIServingBase):
         meta = out["meta_info"]
         choice = CompletionResponseChoice(text=self._echo(request) + out["text"],
                                           logprobs=self._logprobs(out, request, 0),
-                                          finish_reason=finish_reason_of(meta), matched_stop=matched_stop_of(meta))
+                                          finish_reason=finish_reason_of(meta),
+                                          matched_stop=matched_stop_of(meta))
         response = CompletionResponse(id=f"cmpl-{meta['id']}", model=self.served_model_name, choices=[choice],
                                       usage=usage_of(meta))
         return with_warning(response.model_dump(mode="json"), meta)

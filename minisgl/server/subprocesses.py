@@ -65,23 +65,27 @@ class EngineProcesses:
     """The scheduler and detokenizer children, started with the spawn method: a fresh interpreter each,
     so no torch threads or sockets are inherited from the main process. With --dp-size N > 1: a
     DataParallelController and N schedulers (scheduler_dp0 …) instead of the one scheduler; all are children
-    of the main process (in SGLang the controller starts the ranks), so one watchdog and one stop cover all."""
+    of the main process (in SGLang the controller starts the ranks), so one watchdog and one stop cover
+    all."""
 
     def __init__(self, server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs):
         ctx = mp.get_context("spawn")
         self.children: list[ChildProcess] = []
-        if server_args.dp_size == 1:  # one scheduler per tensor-parallel rank on this node (distributed/launch.py)
-            targets = [(scheduler_process_name(r), run_scheduler_process, (None, r)) for r in node_tp_ranks(server_args)]
+        # one scheduler per tensor-parallel rank on this node (distributed/launch.py)
+        if server_args.dp_size == 1:
+            targets = [(scheduler_process_name(r), run_scheduler_process, (None, r))
+                       for r in node_tp_ranks(server_args)]
         else:
             targets = [("data_parallel_controller", run_data_parallel_controller_process, ())]
             targets += [(f"scheduler_dp{rank}", run_scheduler_process, (rank,))
                         for rank in range(server_args.dp_size)]
         if server_args.node_rank == 0:  # with tp ranks: right after rank 0, so "scheduler, detokenizer" lead
-            targets.insert(1 if server_args.dp_size == 1 else len(targets), ("detokenizer", run_detokenizer_process, ()))
+            targets.insert(1 if server_args.dp_size == 1 else len(targets),
+                           ("detokenizer", run_detokenizer_process, ()))
         for name, target, extra in targets:
             reader, writer = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=target, args=(server_args, http_args, port_args, writer, *extra), name=name,
-                               daemon=True)
+            proc = ctx.Process(target=target, args=(server_args, http_args, port_args, writer, *extra),
+                               name=name, daemon=True)
             proc.start()
             writer.close()  # the child has its own copy; ours would keep the pipe open after it died
             self.children.append(ChildProcess(name, proc, reader))

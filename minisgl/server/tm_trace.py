@@ -56,13 +56,15 @@ def sse_chunk(rid: str, index: int, delta: str, data: str) -> None:
     """http.sse_chunk (level 2): one `data:` line of a stream, the text it adds and its size on the wire."""
     if not (tracer.enabled and tracer.level >= LEVEL_TOKENS):
         return
-    tracer.event("http.sse_chunk", rid=rid, type="SSE chunk", index=index, delta=delta, bytes=len(data.encode()))
+    tracer.event("http.sse_chunk", rid=rid, type="SSE chunk", index=index, delta=delta,
+                 bytes=len(data.encode()))
 
 
 def response_finished(rid: str, meta_info: dict[str, Any], status: int) -> None:
     if not tracer.enabled:
         return
-    usage = UsageInfo.of(meta_info["prompt_tokens"], meta_info["completion_tokens"], meta_info["cached_tokens"])
+    usage = UsageInfo.of(meta_info["prompt_tokens"], meta_info["completion_tokens"],
+                         meta_info["cached_tokens"])
     tracer.event("http.response_finished", rid=rid, finish_reason=meta_info["finish_reason"],
                  usage=usage.model_dump(), status=status)
     tracer.flush()

@@ -62,7 +62,8 @@ class TokenizerManager(TokenizerManagerCore):
         self._async_context = zmq.asyncio.Context()
         # with --dp-size > 1 the DataParallelController holds the scheduler's input address
         self.dp_size = dp_size
-        self.disaggregation_mode = "null"  # "prefill" or "decode": one half of a PD pair (server_lifecycle.py)
+        # "prefill" or "decode": one half of a PD pair (server_lifecycle.py)
+        self.disaggregation_mode = "null"
         send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name,
                                        dst="scheduler" if dp_size == 1 else "data_parallel_controller")
         super().__init__(tokenizer, limits.vocab_size, send_to_scheduler)
@@ -116,14 +117,15 @@ class TokenizerManager(TokenizerManagerCore):
         return await asyncio.get_running_loop().run_in_executor(self._tokenizer_thread, fn, *args)
 
     def _check_length(self, n: int) -> None:
-        """Refuse a prompt that cannot fit before it is sent (the scheduler would refuse it too, less clearly)."""
+        """Refuse a prompt that cannot fit before it is sent (the scheduler would refuse it too, less
+        clearly)."""
         if n == 0:
             raise RequestError("the prompt is empty: at least one input token is needed")
         limit = self.limits.max_req_len
         if n >= limit:
             raise RequestError(
-                f"the prompt has {n} tokens, but at most {limit - 1} fit: this server's limit is {limit} tokens "
-                f"for prompt and output together (context length {self.limits.context_len}, KV cache "
+                f"the prompt has {n} tokens, but at most {limit - 1} fit: this server's limit is {limit} "
+                f"tokens for prompt and output together (context length {self.limits.context_len}, KV cache "
                 f"{self.limits.max_total_num_tokens} slots)", code="context_length_exceeded")
 
     async def _wait_one_response(self, obj: GenerateReqInput, state: ReqState, request: Request | None
@@ -181,7 +183,7 @@ class TokenizerManager(TokenizerManagerCore):
         if drop_state:
             self.rid_to_state.pop(rid, None)
         if known and self.dead_reason is None:
-            self.send_to_scheduler.send(AbortReq(rid))
+            self.send_to_scheduler.send(AbortReq(rid=rid))
         return known
 
     def abort_if_unfinished(self, rid: str) -> None:
@@ -198,12 +200,13 @@ class TokenizerManager(TokenizerManagerCore):
         return await self._ask_scheduler(GetLoadReq(), GetLoadReqOutput, timeout)
 
     async def flush_cache(self, timeout: float = 10.0) -> bool:
-        return combine_replies(await self._ask_scheduler(FlushCacheReq(), FlushCacheReqOutput, timeout)).success
+        return combine_replies(await self._ask_scheduler(FlushCacheReq(), FlushCacheReqOutput,
+                                                         timeout)).success
 
     def pause_generation(self, mode: str) -> None:
         """Sent in order with the requests (one socket), so a request sent after it finds the pause."""
         self._check_alive()
-        self.send_to_scheduler.send(PauseGenerationReqInput(mode))
+        self.send_to_scheduler.send(PauseGenerationReqInput(mode=mode))
 
     def continue_generation(self) -> None:
         self._check_alive()
@@ -278,4 +281,4 @@ def combine_replies(replies: list[Any]) -> Any:
     if isinstance(replies[0], GetLoadReqOutput):
         fields = ("num_running_reqs", "num_waiting_reqs", "free_slots", "cached_slots", "total_slots")
         return GetLoadReqOutput(**{f: sum(getattr(r, f) for r in replies) for f in fields}, dp_rank=-1)
-    return FlushCacheReqOutput(all(r.success for r in replies), dp_rank=-1)
+    return FlushCacheReqOutput(success=all(r.success for r in replies), dp_rank=-1)

@@ -3,7 +3,8 @@
 The server's TokenizerManager and the offline Engine both build on it, so a request becomes tokens, and the
 engine's outputs become an answer, the same way in both:
 
-    in:   GenerateReqInput --_tokenize_one_request--> TokenizedGenerateReqInput --_send_one_request--> scheduler
+    in:   GenerateReqInput --_tokenize_one_request--> TokenizedGenerateReqInput --_send_one_request-->
+          scheduler
     out:  BatchStrOutput --_handle_batch_output--> each rid's ReqState: text, output_ids, out_list, meta_info
 
 Everything a request can be refused for before it leaves (bad sampling params, a template that rejects the
@@ -36,12 +37,15 @@ class ReqState:
     """One request's answer so far, filled by _handle_batch_output and read by whoever waits for it."""
 
     obj: GenerateReqInput
-    out_list: list[dict[str, Any]] = field(default_factory=list)  # pieces not taken yet: delta, output_ids, meta_info
+    # pieces not taken yet: delta, output_ids, meta_info
+    out_list: list[dict[str, Any]] = field(default_factory=list)
     finished: bool = False
-    event: asyncio.Event | None = None  # the server's waiter sleeps on it; the offline Engine reads `finished`
+    # the server's waiter sleeps on it; the offline Engine reads `finished`
+    event: asyncio.Event | None = None
     text: str = ""  # everything decoded so far
     output_ids: list[int] = field(default_factory=list)
-    meta_info: dict[str, Any] = field(default_factory=dict)  # of the latest piece: finish_reason, token counts
+    # of the latest piece: finish_reason, token counts
+    meta_info: dict[str, Any] = field(default_factory=dict)
     error: RequestError | None = None  # set when the engine can no longer answer
     output_token_logprobs: list[LogprobEntry] = field(default_factory=list)  # only with obj.return_logprob
     output_top_logprobs: list[list[LogprobEntry]] = field(default_factory=list)
@@ -51,7 +55,8 @@ class TokenizerManagerCore:
     def __init__(self, tokenizer, vocab_size: int, send_to_scheduler):
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
-        self.send_to_scheduler = send_to_scheduler  # .send(message): a socket, or the Engine's in-process queue
+        # .send(message): a socket, or the Engine's in-process queue
+        self.send_to_scheduler = send_to_scheduler
         self.rid_to_state: dict[str, ReqState] = {}  # the requests still running
 
     # ---- in: a request becomes tokens ---------------------------------------------------------------
@@ -61,9 +66,12 @@ class TokenizerManagerCore:
         text: str | None
         if obj.messages is not None:
             try:
-                text = self.tokenizer.apply_chat_template(obj.messages, add_generation_prompt=True, tokenize=False)
-            except Exception as e:  # noqa: BLE001  (a template may reject turns in an order it does not allow)
-                raise RequestError(f"the chat template rejected the messages: {e}", param="messages") from None
+                text = self.tokenizer.apply_chat_template(obj.messages, add_generation_prompt=True,
+                                                          tokenize=False)
+            # (a template may reject turns in an order it does not allow)
+            except Exception as e:  # noqa: BLE001
+                raise RequestError(f"the chat template rejected the messages: {e}",
+                                   param="messages") from None
             input_ids = self.tokenizer.encode(text, add_special_tokens=False)
         elif obj.text is not None:
             text, input_ids = obj.text, self.tokenizer.encode(obj.text, add_special_tokens=False)
@@ -71,12 +79,14 @@ class TokenizerManagerCore:
             text, input_ids = None, list(obj.input_ids or [])
             bad = [t for t in input_ids if t >= self.vocab_size]
             if bad:
-                raise RequestError(f"input_ids has token id {bad[0]}, but the vocabulary has {self.vocab_size} ids",
-                                   param="input_ids")
-        return TokenizedGenerateReqInput(obj.rid, text, input_ids, dict(obj.sampling_params), obj.stream,
-                                         obj.return_logprob, obj.top_logprobs_num if obj.return_logprob else 0,
-                                         obj.routed_dp_rank, obj.bootstrap_host, obj.bootstrap_port,
-                                         obj.bootstrap_room)
+                raise RequestError(f"input_ids has token id {bad[0]}, but the vocabulary has "
+                                   f"{self.vocab_size} ids", param="input_ids")
+        return TokenizedGenerateReqInput(
+            rid=obj.rid, input_text=text, input_ids=input_ids, sampling_params=dict(obj.sampling_params),
+            stream=obj.stream, return_logprob=obj.return_logprob,
+            top_logprobs_num=obj.top_logprobs_num if obj.return_logprob else 0,
+            routed_dp_rank=obj.routed_dp_rank, bootstrap_host=obj.bootstrap_host,
+            bootstrap_port=obj.bootstrap_port, bootstrap_room=obj.bootstrap_room)
 
     def _init_req_state(self, obj: GenerateReqInput, event: asyncio.Event | None = None) -> ReqState:
         if obj.rid in self.rid_to_state:
@@ -103,7 +113,8 @@ class TokenizerManagerCore:
             running_max = recv_obj.max_new_tokens[i] if recv_obj.max_new_tokens else None
             state.meta_info = {
                 "id": rid, "finish_reason": reason, "prompt_tokens": recv_obj.prompt_tokens[i],
-                "completion_tokens": recv_obj.completion_tokens[i], "cached_tokens": recv_obj.cached_tokens[i],
+                "completion_tokens": recv_obj.completion_tokens[i],
+                "cached_tokens": recv_obj.cached_tokens[i],
                 "warning": clamp_warning(state.obj, running_max, recv_obj.prompt_tokens[i]),
             }
             piece = {"delta": delta, "output_ids": list(recv_obj.output_ids[i]), "meta_info": state.meta_info}
@@ -116,17 +127,20 @@ class TokenizerManagerCore:
             self._wake(rid, state, delta)
 
     def _add_logprobs(self, state: ReqState, recv_obj: BatchStrOutput, i: int) -> dict[str, Any]:
-        """File the i-th rid's new logprobs as SGLang's triples: all so far in meta_info, the new ones in the piece."""
+        """File the i-th rid's new logprobs as SGLang's triples: all so far in meta_info, the new ones in the
+        piece."""
         with_text = state.obj.return_text_in_logprobs
         have = i < len(recv_obj.output_token_logprobs_val)  # an older sender may leave them out
         vals = recv_obj.output_token_logprobs_val[i] if have else []
-        tokens = detokenize_logprob_tokens(self.tokenizer, vals, recv_obj.output_ids[i][-len(vals):], with_text)
+        tokens = detokenize_logprob_tokens(self.tokenizer, vals, recv_obj.output_ids[i][-len(vals):],
+                                           with_text)
         top_vals = recv_obj.output_top_logprobs_val[i] if have else []
         top_idxs = recv_obj.output_top_logprobs_idx[i] if have else []
         # the chosen token's value wherever it appears: the sampler's kernel sums exps its own way, so a top
         # entry for the same token may differ in the fifth decimal
         chosen = [{tid: val} for val, tid, _ in tokens]
-        tops = [detokenize_logprob_tokens(self.tokenizer, [c.get(tid, v) for v, tid in zip(vs, ids)], ids, with_text)
+        tops = [detokenize_logprob_tokens(self.tokenizer, [c.get(tid, v) for v, tid in zip(vs, ids)], ids,
+                                          with_text)
                 for vs, ids, c in zip(top_vals, top_idxs, chosen)]
         state.output_token_logprobs.extend(tokens)
         state.output_top_logprobs.extend(tops)

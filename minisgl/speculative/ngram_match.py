@@ -11,7 +11,8 @@ this one looks only at the request's own prompt and output, with a plain scan.
 from __future__ import annotations
 
 
-def match_ngram_draft(tokens: list[int], num_draft_tokens: int, min_window: int, max_window: int) -> list[int]:
+def match_ngram_draft(tokens: list[int], num_draft_tokens: int, min_window: int,
+                      max_window: int) -> list[int]:
     """Up to num_draft_tokens tokens that followed the longest earlier match of tokens' suffix; [] if none.
 
     Longest match first; among equally long matches the most recent wins. An occurrence may overlap the

@@ -25,7 +25,7 @@ run is the same on every machine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
@@ -34,11 +34,23 @@ from minisgl.speculative.ngram_match import match_ngram_draft
 from minisgl.speculative.spec_info import NgramVerifyInput
 
 if TYPE_CHECKING:
+    from minisgl.mem_cache.cache_manager import CacheManager
     from minisgl.scheduler.req import Req
     from minisgl.scheduler.schedule_batch import ScheduleBatch
-    from minisgl.scheduler.scheduler import Scheduler
-    from minisgl.scheduler.tp_worker import GenerationBatchResult
+    from minisgl.scheduler.trace_collector import SchedulerTraceCollector
+    from minisgl.scheduler.utils import GenerationBatchResult
     from minisgl.server_args import ServerArgs
+
+
+class Scheduler(Protocol):
+    """What accepting drafts uses of the scheduler (declared here, so this module imports no Scheduler)."""
+
+    cache_manager: CacheManager
+    trace_collector: SchedulerTraceCollector
+
+    def append_token(self, req: Req, result: GenerationBatchResult, i: int) -> None: ...
+
+    def stream_output(self, reqs: list[Req]) -> None: ...
 
 
 @dataclass
@@ -117,13 +129,14 @@ class NGRAMWorker:
         batch.spec_info = NgramVerifyInput(drafts)
 
     # ---- accept -----------------------------------------------------------------------------------
-    def process_verify_result(self, sched: Scheduler, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
+    def process_verify_result(self, sched: Scheduler, batch: ScheduleBatch,
+                              result: GenerationBatchResult) -> None:
         spec = batch.spec_info
         outcome = VerifyOutcome([], [], [])
         for req, draft, start in zip(batch.reqs, spec.draft_tokens, spec.row_starts()):
             accepted = appended = 0
             for j in range(len(draft) + 1):
-                sched._append_token(req, result, start + j)
+                sched.append_token(req, result, start + j)
                 appended += 1
                 matched = j < len(draft) and draft[j] == result.next_token_ids[start + j]
                 accepted += matched

@@ -109,8 +109,9 @@ def test_duplicate_rid_refused(engine):
     assert_no_leak(engine)  # refused before anything was sent
     # the scheduler itself refuses a rid that is still running (the server has no Engine in front)
     params = {"max_new_tokens": 4, "temperature": 0}
-    engine._to_scheduler.send(TokenizedGenerateReqInput("dup", None, [1, 2, 3], params))
-    engine._to_scheduler.send(TokenizedGenerateReqInput("dup", None, [1, 2], params))
+    for ids in ([1, 2, 3], [1, 2]):
+        engine._to_scheduler.send(TokenizedGenerateReqInput(rid="dup", input_text=None, input_ids=ids,
+                                                            sampling_params=params))
     reasons = []
     while not reasons or not engine.scheduler.is_idle():
         engine.scheduler.run_one_round()

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from minisgl.scheduler import trace_collector
-from minisgl.scheduler.tp_worker_overlap_thread import FORWARD_THREAD
 from minisgl.server.protocol import GenerateReqInput
 from tracer.check import check_trace
 from tracer.export_perfetto import THREAD_TRACKS, perfetto_events
@@ -61,15 +59,10 @@ def drive(engine) -> dict[str, dict]:
     return {rid: engine.result(state) for rid, state in states.items()}
 
 
-HOOK_NS: dict[str, dict] = {}  # trace_collector.hook_ns before and after each fixture's run
-
-
 @pytest.fixture(scope="module")
 def normal(base_engine):
     engine = base_engine.fork(**FLAGS)
-    HOOK_NS["normal"] = {"before": dict(trace_collector.hook_ns)}
     results = drive(engine)
-    HOOK_NS["normal"]["after"] = dict(trace_collector.hook_ns)
     assert_no_leak(engine)
     return results
 
@@ -78,23 +71,12 @@ def normal(base_engine):
 def overlap(base_engine, tmp_path_factory):
     folder = tmp_path_factory.mktemp("overlap-trace")
     engine = base_engine.fork(trace_dir=str(folder), enable_overlap_schedule=True, **FLAGS)
-    HOOK_NS["overlap"] = {"before": dict(trace_collector.hook_ns)}
     try:
         results = drive(engine)
         assert_no_leak(engine)
     finally:
         engine.shutdown()
-    HOOK_NS["overlap"]["after"] = dict(trace_collector.hook_ns)
     return results, folder
-
-
-def test_the_hooks_clock_their_own_time_on_each_thread(normal, overlap):
-    """bench_tracing.py reports the time spent in the trace hooks: an untraced run adds none, a traced overlap
-    run adds to the scheduler thread's entry and to the forward thread's, each its own."""
-    assert HOOK_NS["normal"]["after"] == HOOK_NS["normal"]["before"]
-    before, after = HOOK_NS["overlap"]["before"], HOOK_NS["overlap"]["after"]
-    for thread in (None, FORWARD_THREAD):
-        assert after.get(thread, 0) > before.get(thread, 0), thread
 
 
 def test_the_workload_covers_every_way_to_finish(normal):

@@ -42,9 +42,10 @@ def test_random_workload(base_engine, reqs, cfg):
             if r["arrive"] == rnd:
                 ids = COMMON[: r["share"]] + r["prompt"]
                 params = {"max_new_tokens": r["max_new_tokens"], "temperature": 0, "ignore_eos": True}
-                engine._to_scheduler.send(TokenizedGenerateReqInput(rid, None, ids, params))
+                engine._to_scheduler.send(TokenizedGenerateReqInput(rid=rid, input_text=None, input_ids=ids,
+                                                            sampling_params=params))
             if r["abort_at"] is not None and r["arrive"] + r["abort_at"] == rnd:
-                engine._to_scheduler.send(AbortReq(rid))
+                engine._to_scheduler.send(AbortReq(rid=rid))
         sched.run_one_round()
         for out in engine._to_detokenizer.recv_all():
             for rid, reason in zip(out.rids, out.finished_reasons):

@@ -29,7 +29,8 @@ def engine(base_engine, tmp_path):
 
 def submit(engine, rid: str, ids: list[int], max_new_tokens: int) -> None:
     params = {"max_new_tokens": max_new_tokens, "temperature": 0, "ignore_eos": True}
-    engine._to_scheduler.send(TokenizedGenerateReqInput(rid, None, ids, params))
+    engine._to_scheduler.send(TokenizedGenerateReqInput(rid=rid, input_text=None, input_ids=ids,
+                                                            sampling_params=params))
 
 
 def run_round(engine):

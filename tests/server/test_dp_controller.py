@@ -41,7 +41,8 @@ def wired(request):
 
 
 def _req(rid: str, rank: int | None = None) -> TokenizedGenerateReqInput:
-    return TokenizedGenerateReqInput(rid, None, [1, 2, 3], {}, routed_dp_rank=rank)
+    return TokenizedGenerateReqInput(rid=rid, input_text=None, input_ids=[1, 2, 3], sampling_params={},
+                                     routed_dp_rank=rank)
 
 
 def _received(ranks: list[PullReceiver], expected: int) -> list[tuple[str, int]]:
@@ -86,18 +87,22 @@ def test_shortest_queue_goes_to_the_least_loaded_rank(wired):
 @pytest.mark.parametrize("wired", ["round_robin"], indirect=True)
 def test_control_messages_reach_every_rank(wired):
     controller, ranks, _ = wired
-    for msg in (AbortReq("x"), FlushCacheReq(), GetLoadReq()):
+    for msg in (AbortReq(rid="x"), FlushCacheReq(), GetLoadReq()):
         controller.process_input_request(msg)
     assert sorted(_received(ranks, 9)) == sorted((name, r) for name in ("x", "FlushCacheReq", "GetLoadReq")
                                                  for r in range(3))
 
 
 def test_replies_of_every_rank_combine_into_one():
-    loads = [GetLoadReqOutput(1, 2, 10, 4, 16, dp_rank=0), GetLoadReqOutput(3, 0, 12, 0, 16, dp_rank=1)]
+    loads = [GetLoadReqOutput(num_running_reqs=1, num_waiting_reqs=2, free_slots=10, cached_slots=4, total_slots=16,
+                              dp_rank=0),
+             GetLoadReqOutput(num_running_reqs=3, num_waiting_reqs=0, free_slots=12, cached_slots=0, total_slots=16,
+                              dp_rank=1)]
     combined = combine_replies(loads)
     assert (combined.num_running_reqs, combined.num_waiting_reqs, combined.free_slots, combined.cached_slots,
             combined.total_slots) == (4, 2, 22, 4, 32)
-    assert combine_replies([FlushCacheReqOutput(True, 0), FlushCacheReqOutput(False, 1)]).success is False
+    replies = [FlushCacheReqOutput(success=True, dp_rank=0), FlushCacheReqOutput(success=False, dp_rank=1)]
+    assert combine_replies(replies).success is False
     assert combine_replies(loads[:1]) is loads[0]
 
 

@@ -90,7 +90,8 @@ def build_graph(trace: Trace, view: str, rid: str | None = None, round: int | No
     from tracer.diagrams.radix_tree import radix_graph, radix_picture
 
     shown = states if all_rounds else states[-1:]
-    return radix_graph([radix_picture(trace, s, full, prefix=f"r{s.round}_" if all_rounds else "") for s in shown])
+    return radix_graph([radix_picture(trace, s, full, prefix=f"r{s.round}_" if all_rounds else "")
+                        for s in shown])
 
 
 def _mermaid(trace: Trace, view: str, rid: str | None, round: int | None, all_rounds: bool) -> str:
@@ -115,7 +116,8 @@ def _mermaid(trace: Trace, view: str, rid: str | None, round: int | None, all_ro
     n = trace.rounds()[-1] if all_rounds and trace.rounds() else select.pick_round(trace, full, round)
     states = select.replayed_rounds(trace, n)
     shown = states if all_rounds else states[-1:]
-    return radix_mermaid([radix_picture(trace, s, full, prefix=f"r{s.round}_" if all_rounds else "") for s in shown])
+    return radix_mermaid([radix_picture(trace, s, full, prefix=f"r{s.round}_" if all_rounds else "")
+                          for s in shown])
 
 
 def render_diagram(trace: Trace, view: str, fmt: str, rid: str | None = None, round: int | None = None,

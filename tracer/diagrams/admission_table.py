@@ -147,7 +147,8 @@ def round_nodes(trace: Trace, adm: RoundAdmission, rid: str | None) -> list[Node
     out += [Node(f"round{n}_skipped" + (f"_{i}" if i > 1 else ""), _skipped(n, s))
             for i, s in enumerate(adm.skipped, start=1)]
     if not out:
-        out.append(Node(f"round{n}", Html(f"<B>{html_text(f'round {n}: nothing was waiting, no PrefillAdder ran')}"
+        out.append(Node(f"round{n}",
+                        Html(f"<B>{html_text(f'round {n}: nothing was waiting, no PrefillAdder ran')}"
                                           "</B>")))
     return out
 
@@ -161,7 +162,7 @@ def admission_graph(trace: Trace, rounds: list[RoundAdmission], rid: str | None)
     return g
 
 
-# ---- Mermaid: candidate -> decision, one chain per PrefillAdder ----------------------------------------------
+# ---- Mermaid: candidate -> decision, one chain per PrefillAdder --------------------------------------------
 def _m(text: str) -> str:
     from tracer.diagrams.mermaid import escape
 
@@ -205,8 +206,8 @@ def admission_mermaid(rounds: list[RoundAdmission]) -> str:
     if len(rounds) == 1:
         title = tr(f"Admission in round {rounds[0].round}")
         out += ["---", f"title: {json.dumps(visible(title), ensure_ascii=False)}", "---"]
-    out += ["flowchart TD", f"    classDef admitted fill:{ADMITTED}", f"    classDef chunked fill:{CHUNKED_CELL}",
-            f"    classDef refused fill:{REFUSED_CELL}"]
+    out += ["flowchart TD", f"    classDef admitted fill:{ADMITTED}",
+            f"    classDef chunked fill:{CHUNKED_CELL}", f"    classDef refused fill:{REFUSED_CELL}"]
     for adm in rounds:
         indent = "    "
         if len(rounds) > 1:

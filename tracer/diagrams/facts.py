@@ -92,7 +92,8 @@ def batch(ev: Event, rid: str, texts: dict[int, str]) -> tuple[str, list[str]]:
     slots = list(ev.get("out_cache_loc") or [])[k: k + n]
     ids = ev.get("input_ids")
     mine = ids[k: k + n] if isinstance(ids, list) else []
-    facts = [f"decode row at position {first}" if is_decode_for(ev, rid) else f"extend [{first}, {first + n})"]
+    facts = [f"decode row at position {first}" if is_decode_for(ev, rid)
+             else f"extend [{first}, {first + n})"]
     if len(mine) == 1:
         facts.append(f"input_ids {token(mine[0], texts)}")
     elif mine:
@@ -106,7 +107,8 @@ def batch(ev: Event, rid: str, texts: dict[int, str]) -> tuple[str, list[str]]:
 
 def forward(ev: Event, rid: str) -> tuple[str, list[str]]:
     rows = ev.get("num_rows")
-    return f"round {ev.round} · {ev.get('forward_mode')}", [_plural(rows, "row") if rows is not None else "rows: ?"]
+    return f"round {ev.round} · {ev.get('forward_mode')}", [_plural(rows, "row") if rows is not None
+                                                            else "rows: ?"]
 
 
 def collectives(ev: Event, ranks: list[int]) -> str:
@@ -163,7 +165,8 @@ def describe(ev: Event, texts: dict[int, str]) -> Described | None:
         usage = ev.get("usage") or {}
         facts = [f"finish_reason {_reason(ev.get('finish_reason'))}", f"status {ev.get('status')}"]
         if usage:
-            facts.append(f"usage {usage.get('prompt_tokens')} prompt + {usage.get('completion_tokens')} completion")
+            facts.append(f"usage {usage.get('prompt_tokens')} prompt + {usage.get('completion_tokens')} "
+                         "completion")
         return "HTTP response", "finished", facts
     if name == S.HTTP_ERROR:
         return "HTTP response", f"error {ev.get('status')}", [cut(str(ev.get("message")), 60)]
@@ -178,7 +181,8 @@ def describe(ev: Event, texts: dict[int, str]) -> Described | None:
             facts.append(f"max_new_tokens {params['max_new_tokens']}")
         return typ or "Req", "created", facts
     if name == S.SCHED_RETRACTED:
-        return "Req", "retracted", [f"output_len {ev.get('output_len')}", "its KV goes back to the pool or the tree"]
+        return "Req", "retracted", [f"output_len {ev.get('output_len')}",
+                                    "its KV goes back to the pool or the tree"]
     if name == S.SCHED_ABORT_REQUESTED:
         return "Req", "abort requested", [f"while {ev.get('where')}"]
     if name == S.SCHED_FINISHED:
@@ -203,12 +207,14 @@ DISAGG: dict[str, Callable[[Event], Described]] = {
     S.DISAGG_QUEUED: lambda ev: ("Req", f"→ {QUEUE_NAMES.get(ev.get('queue'), ev.get('queue'))}",
                                  [f"room {ev.get('room')}"]),
     S.DISAGG_BOOTSTRAP: lambda ev: ("Req", "paired" if ev.get("mode") == "prefill" else "registered",
-                                    [f"peer {ev.get('peer')}", f"{ev.get('num_slots')} KV slots preallocated"]),
+                                    [f"peer {ev.get('peer')}",
+                                     f"{ev.get('num_slots')} KV slots preallocated"]),
     S.DISAGG_KV_SENT: lambda ev: ("KV rows", "sent", [f"{ev.get('num_tokens')} rows from slots "
                                   f"{ranges(sorted(ev.get('slots') or []))}", f"{ev.get('nbytes')} bytes",
                                   f"first token {ev.get('first_token')}"]),
     S.DISAGG_KV_RECEIVED: lambda ev: ("KV rows", "received", [f"{ev.get('num_tokens')} rows into slots "
-                                      f"{ranges(sorted(ev.get('slots') or []))}", "→ running_batch (PREBUILT)"]),
+                                      f"{ranges(sorted(ev.get('slots') or []))}",
+                                      "→ running_batch (PREBUILT)"]),
     S.DISAGG_TRANSFER_DONE: lambda ev: ("Req", "transfer acknowledged", [f"room {ev.get('room')}"]),
 }
 
@@ -233,7 +239,8 @@ def summary(events: list[Event], lane: str, run: tuple[int, int], rid: str,
                 sampled_ids.append(ev.get("token_id"))
         facts.append(f"out_cache_loc {ranges(sorted(slots))}")
         text = joined_text(sampled_ids, texts)
-        facts.append(f"sampled {quoted(cut(text, 48))}" if text is not None else f"sampled {token_ids(sampled_ids)}")
+        facts.append(f"sampled {quoted(cut(text, 48))}" if text is not None
+                     else f"sampled {token_ids(sampled_ids)}")
     elif lane == "model":
         facts.append("one DECODE row of this request each")
     else:

@@ -73,7 +73,8 @@ class _Builder:
         self.links: list[Link] = []
         self.last: dict[str, Handoff] = {}  # the latest handoff of each lane
         self.made: dict[str, int] = {}  # handoffs made per lane (not summaries), for their ids
-        self.pending: dict[str, list[tuple[str, Event]]] = {}  # facts (and events) for the lane's next handoff
+        # facts (and events) for the lane's next handoff
+        self.pending: dict[str, list[tuple[str, Event]]] = {}
         self.sent: dict[str, tuple[Link, Event]] = {}  # flow id -> its message and ipc.send, until received
         self.awaiting: dict[str, list[tuple[Link, Event, int | None]]] = {}  # lane -> received, no dst yet
         self.summaries: dict[tuple[tuple[int, int], str], Handoff] = {}
@@ -85,7 +86,8 @@ class _Builder:
     def run_of(self, r: int | None) -> tuple[int, int] | None:
         return next((run for run in self.folded if r is not None and run[0] <= r <= run[1]), None)
 
-    def handoff(self, ev: Event, lane: str, type_: str, what: str, facts: list[str], r: int | None) -> Handoff:
+    def handoff(self, ev: Event, lane: str, type_: str, what: str, facts: list[str],
+                r: int | None) -> Handoff:
         run = self.run_of(r)
         if run is not None:  # one summary per lane for the whole folded run
             h = self.summaries.get((run, lane))
@@ -101,7 +103,8 @@ class _Builder:
         self.made[lane] = self.made.get(lane, 0) + 1
         before = self.pending.pop(lane, [])
         h = Handoff(f"{lane}_{self.made[lane]}", lane, type_, what,
-                    F.merge_repeats([f for f, _ in before]) + facts, r, [ev] + [e for _, e in before if e is not ev])
+                    F.merge_repeats([f for f, _ in before]) + facts, r,
+                    [ev] + [e for _, e in before if e is not ev])
         self._place(h, lane)
         return h
 
@@ -166,7 +169,8 @@ class _Builder:
             self.forward = None
             return
         if name == S.SCHED_SAMPLED:
-            h = self.handoff(ev, lane, "GenerationBatchResult", *F.sampled(ev, rid, texts, r in self.kept_tokens), r)
+            h = self.handoff(ev, lane, "GenerationBatchResult",
+                             *F.sampled(ev, rid, texts, r in self.kept_tokens), r)
             if self.forward is not None:
                 self.links.append(Link("call", self.forward.id, h.id, "next_token_ids", at=ev.index))
             self.forward = self.batch = None

@@ -24,8 +24,9 @@ from tracer.tree import slot_tokens
 COLUMNS = 10  # a row of slots fits a lesson's column at full text size
 LOCKED, EVICTABLE, FREE_OWNER = "(tree, locked)", "(tree, evictable)", "(free)"
 KIND_COLOR = {LOCKED: TREE_LOCKED, EVICTABLE: TREE_EVICTABLE, UNASSIGNED: ALLOCATED, FREE_OWNER: FREE}
-KIND_TEXT = {LOCKED: "radix tree, locked by a request's prefix", EVICTABLE: "radix tree, cached and evictable",
-             UNASSIGNED: "allocated, not yet assigned", FREE_OWNER: "free"}
+KIND_TEXT = {LOCKED: "radix tree, locked by a request's prefix",
+             EVICTABLE: "radix tree, cached and evictable", UNASSIGNED: "allocated, not yet assigned",
+             FREE_OWNER: "free"}
 
 
 def slot_kinds(state: RoundState) -> dict[int, str]:
@@ -108,7 +109,8 @@ def _legend(trace: Trace, kinds: dict[int, str]) -> list[str]:
         counts[k] = counts.get(k, 0) + 1
     colors = rid_colors(trace)
     entries = [(colors[r], f"request {short_rid(r)}", counts[r]) for r in trace.rids() if r in counts]
-    entries += [(KIND_COLOR[k], KIND_TEXT[k], counts.get(k, 0)) for k in (LOCKED, EVICTABLE, UNASSIGNED, FREE_OWNER)]
+    entries += [(KIND_COLOR[k], KIND_TEXT[k], counts.get(k, 0))
+                for k in (LOCKED, EVICTABLE, UNASSIGNED, FREE_OWNER)]
     return [f'<TR><TD COLSPAN="2" BGCOLOR="{color}"> </TD><TD COLSPAN="{COLUMNS - 2}" ALIGN="LEFT">'
             f"{html_text(f'{text}: {n} slot' + ('s' if n != 1 else ''))}</TD></TR>"
             for color, text, n in entries]

@@ -33,7 +33,8 @@ def base_lane(lane: str) -> str:
 
 
 def lane_titles(lanes: list[str]) -> list[tuple[str, str]]:
-    """The lanes used, in LANES order (a merged trace: server by server, as they first appear), with titles."""
+    """The lanes used, in LANES order (a merged trace: server by server, as they first appear), with
+    titles."""
     servers = list(dict.fromkeys(lane.rsplit("/", 1)[0] if "/" in lane else "" for lane in lanes))
     return [(f"{s}/{base}" if s else base, f"{s}: {title}" if s else title)
             for s in servers for base, title in LANES.items() if (f"{s}/{base}" if s else base) in lanes]

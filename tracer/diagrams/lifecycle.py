@@ -105,7 +105,8 @@ def lifecycle_graph(life: Lifecycle, highlight: int | None = None) -> Graph:
     """The Graph of a Lifecycle; `highlight`: a round whose handoffs get a thick border."""
     where = "offline Engine: one process, lanes by event name" if life.offline else "one box per process"
     folded = "; ".join(f"rounds {a}–{b} folded" for a, b in life.folded)
-    g = Graph("lifecycle", label=f"Lifecycle of request {life.rid} ({where})" + (f"\n{folded}" if folded else ""),
+    g = Graph("lifecycle",
+              label=f"Lifecycle of request {life.rid} ({where})" + (f"\n{folded}" if folded else ""),
               attrs={"rankdir": "TB", "labelloc": "t", "fontname": "Helvetica", "newrank": "true",
                      "nodesep": "0.15", "ranksep": "0.35"},
               node_defaults={"shape": "box", "style": "rounded,filled", "fillcolor": "white",
@@ -127,7 +128,8 @@ def lifecycle_graph(life: Lifecycle, highlight: int | None = None) -> Graph:
             nodes.append(Node(h.id, handoff_label(h), attrs))
         g.clusters.append(Cluster(lane, lane_title(title) + sub, nodes, attrs={"style": "filled,rounded",
                                                                    "fillcolor": LANE_FILL[base_lane(lane)],
-                                                                   "color": "#b0b0b0", "fontname": "Helvetica",
+                                                                   "color": "#b0b0b0",
+                                                                   "fontname": "Helvetica",
                                                                    "fontsize": "12"}))
     calls = [(lk.src, lk.dst) for lk in life.links if lk.kind == "call"]
     via_runner = {(a, c) for a, b in calls for b2, c in calls if b == b2}  # ScheduleBatch -> … -> result

@@ -47,7 +47,8 @@ def _actor(lane: str) -> str:
 def lifecycle_mermaid(life: Lifecycle) -> str:
     lanes = {h.id: h.lane for h in life.handoffs}
     out = ["sequenceDiagram"]
-    out += [f"    participant {_actor(lane)} as {escape(title)}" for lane, title in lane_titles(list(lanes.values()))]
+    out += [f"    participant {_actor(lane)} as {escape(title)}"
+            for lane, title in lane_titles(list(lanes.values()))]
     for a, b in life.folded:
         out.append(f"    %% rounds {a}-{b} are folded into one note per participant")
     for item in life.timeline():

@@ -84,7 +84,8 @@ def radix_picture(trace: Trace, state: RoundState, rid: str | None, prefix: str 
             key = child["key"]
             matched = 0
             if on_path:
-                while matched < len(key) and pos + matched < len(tokens) and key[matched] == tokens[pos + matched]:
+                while (matched < len(key) and pos + matched < len(tokens)
+                        and key[matched] == tokens[pos + matched]):
                     matched += 1
             walk(child, node_id, pos + matched, on_path and matched > 0)
 
@@ -116,7 +117,8 @@ def _edges(pic: RadixPicture) -> list[Edge]:
 
 def radix_graph(pictures: list[RadixPicture]) -> Graph:
     g = Graph("radix", attrs={"rankdir": "TB", "labelloc": "t", "fontname": "Helvetica"},
-              node_defaults={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica", "fontsize": "10"},
+              node_defaults={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica",
+                             "fontsize": "10"},
               edge_defaults={"fontname": "Helvetica", "fontsize": "9"})
     legend = "grey: locked by a running request (lock_ref > 0); light: evictable (lock_ref 0)"
     if len(pictures) == 1:

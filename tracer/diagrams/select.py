@@ -31,7 +31,8 @@ def request_for(trace: Trace, rid: str | None, view: str) -> str:
     if len(rids) == 1:
         return rids[0]
     known = ", ".join(short_rid(r) for r in rids) or "none"
-    raise DiagramError(f"the {view} view follows one request: give --rid (this trace has {len(rids)}: {known})")
+    raise DiagramError(f"the {view} view follows one request: give --rid (this trace has {len(rids)}: "
+                       f"{known})")
 
 
 def batch_rounds(trace: Trace, rid: str) -> list[int]:
@@ -93,7 +94,8 @@ def admissions(trace: Trace, rid: str | None, round: int | None, all_rounds: boo
         return [admission_of(trace, n) for n in rounds]
     full = resolve_rid(trace, rid)
     if full is not None:
-        mine = [n for n in rounds if any(ev.name in NAMES and full in (*ev.all_rids, *(ev.get("waiting") or []),
+        mine = [n for n in rounds
+                if any(ev.name in NAMES and full in (*ev.all_rids, *(ev.get("waiting") or []),
                                                                        *(ev.get("not_considered") or []))
                                          for ev in trace.events_in_round(n))]
         if not mine:

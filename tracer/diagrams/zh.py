@@ -1,8 +1,8 @@
 """The diagrams' phrases in Chinese (see lang.py): a pattern over the English a view writes, and its Chinese.
 
 Applied in order, most specific first, outside quoted token text. The engine's names stay in English, as on
-the Chinese pages; the words follow the course's terminology table (course/terms.py): 轮, 槽位, 行, 基数树缓存,
-准入, 撤回, 分块, 可驱逐, KV 池, token counted with 个.
+the Chinese pages; the words follow the course's terminology table (course/terms.py): 轮, 槽位, 行,
+基数树缓存, 准入, 撤回, 分块, 可驱逐, KV 池, token counted with 个.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ _TABLE: list[tuple[str, str]] = [
     (rf"^Lifecycle of request {W} \(one box per process\)", r"请求 \1 的生命周期（每个进程一个框）"),
     (rf"^Lifecycle of request {W} \(offline Engine: one process, lanes by event name\)",
      r"请求 \1 的生命周期（离线 Engine：一个进程，按事件名分道）"),
-    (r"^Admission: the PrefillAdder's candidates in the order considered,$", "准入：PrefillAdder 按考虑顺序列出的候选，"),
+    (r"^Admission: the PrefillAdder's candidates in the order considered,$",
+     "准入：PrefillAdder 按考虑顺序列出的候选，"),
     (r"^then its budgets, candidate by candidate \(each budget before → after\)\.$",
      "再逐个候选列出它的预算（每个预算：之前 → 之后）。"),
     (r"^Red: refused, the budget that refused it filled;$", "红色：被拒绝，填色的是拒绝它的预算；"),
@@ -28,7 +29,8 @@ _TABLE: list[tuple[str, str]] = [
     (r"^KV pool slots, coloured by who holds them;$", "KV 池的槽位，按持有者着色；"),
     (r"^under each slot number, the token whose K/V it holds:$", "槽位编号下面是它存着 K/V 的那个 token："),
     (r"^\x00\d+\x00 where the trace has it, else its id$", "trace 里有文本时写 '文本'，否则写 id"),
-    (rf"^KV pool at the end of round {N}: {N} slots, {N} free", r"第 \1 轮结束时的 KV 池：\2 个槽位，\3 个空闲"),
+    (rf"^KV pool at the end of round {N}: {N} slots, {N} free",
+     r"第 \1 轮结束时的 KV 池：\2 个槽位，\3 个空闲"),
     (rf"^Radix tree at the end of round {N}: {N} tokens cached, {N} evictable",
      r"第 \1 轮结束时的基数树缓存：缓存 \2 个 token，\3 个可驱逐"),
     (rf"; red: the path of request {W}$", r"；红色：请求 \1 的路径"),
@@ -109,12 +111,14 @@ _TABLE: list[tuple[str, str]] = [
     (r"^one DECODE row of this request each$", "每轮这个请求一个 DECODE 行"),
     # ---- rounds ----------------------------------------------------------------------------------------
     (rf"^round {N}: no batch$", r"第 \1 轮：没有批次"),
-    (rf"^round {N}: nothing was waiting, no PrefillAdder ran$", r"第 \1 轮：没有等待的请求，PrefillAdder 没有运行"),
+    (rf"^round {N}: nothing was waiting, no PrefillAdder ran$",
+     r"第 \1 轮：没有等待的请求，PrefillAdder 没有运行"),
     (rf"^round {N}: nothing was waiting$", r"第 \1 轮：没有等待的请求"),
     (rf"^round {N}: no PrefillAdder ran \(get_new_batch_prefill returned early\)",
      r"第 \1 轮：PrefillAdder 没有运行（get_new_batch_prefill 提前返回）"),
     (rf"^round {N}: no PrefillAdder ran", r"第 \1 轮：PrefillAdder 没有运行"),
-    (rf" \(admitted nobody: no batch ran, the scheduler tried again\)", "（没有准入任何请求：没有批次运行，调度器再试一次）"),
+    (rf" \(admitted nobody: no batch ran, the scheduler tried again\)",
+     "（没有准入任何请求：没有批次运行，调度器再试一次）"),
     (rf"^round {N} · PrefillAdder {N} of {N}", r"第 \1 轮 · PrefillAdder（共 \3 个中的第 \2 个）"),
     (rf"· {N} requests? · ", r"· \1 个请求 · "),
     (rf"· {N} rows? computed", r"· 计算 \1 行"),
@@ -136,7 +140,8 @@ _TABLE: list[tuple[str, str]] = [
     (r"^running: ", "运行中："),
     (rf"^{N} \(not reserved\)$", r"\1（不预留）"),
     (r"^never considered: (.*?)(?: \(the round stopped at (\S+): (.*)\))?$",
-     lambda m: "从未考虑：" + m.group(1) + (f"（这一轮停在 {m.group(2)}：{tr_inner(m.group(3))}）" if m.group(2) else "")),
+     lambda m: "从未考虑：" + m.group(1)
+     + (f"（这一轮停在 {m.group(2)}：{tr_inner(m.group(3))}）" if m.group(2) else "")),
     (r"reserved_tokens = 0 \(nothing running\)", "reserved_tokens = 0（没有运行中的请求）"),
     (rf"^admitted \[{N}, {N}\)$", r"准入 [\1, \2)"),
     (r"^admitted$", "准入"),

@@ -30,7 +30,8 @@ class CpuPagedAttnBackend(AttentionBackend):
         fb = forward_batch
         if not self.handles_as_decode(fb):
             raise ValueError(f"{type(self).__name__} runs DECODE and TARGET_VERIFY rounds only, not "
-                             f"{fb.forward_mode.name} (pair it with an extend backend in a HybridAttnBackend)")
+                             f"{fb.forward_mode.name} (pair it with an extend backend in a "
+                             "HybridAttnBackend)")
         # nothing to gather: the kernel follows req_to_token itself
         table = fb.req_to_token_pool.req_to_token
         if fb.forward_mode.is_decode():

@@ -66,10 +66,12 @@ class TorchNativeAttnBackend(AttentionBackend):
         for start, n_new, kv_indices, mask in self._extend_plan:
             # 4-D [1, H, n, D]: with 3-D inputs torch falls back to its slow unfused path on CPU
             qi = q[start : start + n_new].transpose(0, 1).unsqueeze(0)
-            ki = _expand_kv(k_buffer[kv_indices].transpose(0, 1), groups, dim=0).unsqueeze(0)  # [1, H, seq, D]
+            # [1, H, seq, D]
+            ki = _expand_kv(k_buffer[kv_indices].transpose(0, 1), groups, dim=0).unsqueeze(0)
             vi = _expand_kv(v_buffer[kv_indices].transpose(0, 1), groups, dim=0).unsqueeze(0)
             causal = mask is None and n_new > 1
-            oi = F.scaled_dot_product_attention(qi, ki, vi, attn_mask=mask, is_causal=causal, scale=layer.scaling)
+            oi = F.scaled_dot_product_attention(qi, ki, vi, attn_mask=mask, is_causal=causal,
+                                                scale=layer.scaling)
             out[start : start + n_new] = oi[0].transpose(0, 1)
         return out
 

@@ -5,11 +5,11 @@ about 270 MB for SmolLM2-135M, its 4-bit blocks about 85 MB. Here the linear lay
 
 Where the project's C++ kernels build, Q4_0 and Q4_1 run in its own kernel (gguf_q4.py), with each
 block's scale in float32. This file's GGUFInt4Linear is the fall-back without them (--cpu-kernels off, or
-no compiler); its kernel is torch's own `aten._weight_int4pack_mm_for_cpu(x, packed, group_size, scales_and_zeros)`.
-Its weight is 4-bit codes q in 0..15, packed by `aten._convert_weight_to_int4pack_for_cpu` from an int32
-[N, K] matrix, and `scales_and_zeros` of shape [K / group_size, N, 2], in the activations' dtype; the
-value of one weight is (q - 8) * scale + zero (checked on a small matrix in the tests). GGUF's blocks
-are 32 weights along K with their own fp16 numbers, so with group_size 32 they map one to one:
+no compiler); its kernel is torch's own `aten._weight_int4pack_mm_for_cpu(x, packed, group_size,
+scales_and_zeros)`. Its weight is 4-bit codes q in 0..15, packed by `aten._convert_weight_to_int4pack_for_cpu`
+from an int32 [N, K] matrix, and `scales_and_zeros` of shape [K / group_size, N, 2], in the activations'
+dtype; the value of one weight is (q - 8) * scale + zero (checked on a small matrix in the tests). GGUF's
+blocks are 32 weights along K with their own fp16 numbers, so with group_size 32 they map one to one:
 
 - Q4_1 (d, m, 32 codes): value = d * q + m   ->  scale = d, zero = m + 8 * d
 - Q4_0 (d, 32 codes):    value = d * (q - 8) ->  scale = d, zero = 0
@@ -49,10 +49,12 @@ class UnsupportedQuantization(ValueError):
 
 def int4_kernel_available() -> bool:
     aten = torch.ops.aten
-    return hasattr(aten, "_weight_int4pack_mm_for_cpu") and hasattr(aten, "_convert_weight_to_int4pack_for_cpu")
+    return (hasattr(aten, "_weight_int4pack_mm_for_cpu")
+            and hasattr(aten, "_convert_weight_to_int4pack_for_cpu"))
 
 
-def check_supported(quantization: str | None, model_kind: str, device: torch.device, dtype: torch.dtype) -> bool:
+def check_supported(quantization: str | None, model_kind: str, device: torch.device,
+                    dtype: torch.dtype) -> bool:
     """Whether to keep the GGUF file's quantized blocks; raises UnsupportedQuantization where `--quantization
     gguf` can't.
 
@@ -68,13 +70,14 @@ def check_supported(quantization: str | None, model_kind: str, device: torch.dev
     if quantization != "gguf":
         raise UnsupportedQuantization(f"--quantization must be none or gguf, not {quantization!r}")
     if model_kind != "gguf":
-        raise UnsupportedQuantization("--quantization gguf needs a .gguf model (this one is a Hugging Face folder)")
+        raise UnsupportedQuantization("--quantization gguf needs a .gguf model (this one is a Hugging Face "
+                                      "folder)")
     if dtype == torch.float32:
-        raise UnsupportedQuantization("--quantization gguf runs bfloat16 activations; --dtype float32 is the exact, "
-                                      "dequantized reference path: drop one of the two flags")
+        raise UnsupportedQuantization("--quantization gguf runs bfloat16 activations; --dtype float32 is the "
+                                      "exact, dequantized reference path: drop one of the two flags")
     if dtype != torch.bfloat16 or device.type != "cpu":
-        raise UnsupportedQuantization(f"--quantization gguf needs --device cpu and --dtype bfloat16 (or auto), not "
-                                      f"{device.type} {str(dtype).removeprefix('torch.')}")
+        raise UnsupportedQuantization("--quantization gguf needs --device cpu and --dtype bfloat16 (or "
+                                      f"auto), not {device.type} {str(dtype).removeprefix('torch.')}")
     if not int4_kernel_available():
         raise UnsupportedQuantization(f"--quantization gguf: torch {torch.__version__} has no "
                                       "aten._weight_int4pack_mm_for_cpu")
@@ -97,7 +100,8 @@ class Int4Blocks:
     @staticmethod
     def cat(parts: list[Int4Blocks]) -> Int4Blocks:
         """Stacked along N (rows): how q, k, v (or gate and up) become one fused projection."""
-        return Int4Blocks(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("codes", "scales", "zeros")))
+        return Int4Blocks(*(np.concatenate([getattr(p, f) for p in parts])
+                            for f in ("codes", "scales", "zeros")))
 
 
 def decode_blocks(raw: np.ndarray, ggml_type: int) -> Int4Blocks:
@@ -108,7 +112,8 @@ def decode_blocks(raw: np.ndarray, ggml_type: int) -> Int4Blocks:
     if ggml_type not in _BLOCK_BYTES:
         raise UnsupportedQuantization(f"ggml type {ggml_type} has no int4 layout here (Q4_0 and Q4_1 do)")
     n, row_bytes = raw.shape
-    blocks = np.ascontiguousarray(raw).reshape(n, row_bytes // _BLOCK_BYTES[ggml_type], _BLOCK_BYTES[ggml_type])
+    blocks = np.ascontiguousarray(raw).reshape(n, row_bytes // _BLOCK_BYTES[ggml_type],
+                                               _BLOCK_BYTES[ggml_type])
     d = blocks[..., 0:2].copy().view(np.float16)[..., 0].astype(np.float32)
     if ggml_type == Q4_1:
         m = blocks[..., 2:4].copy().view(np.float16)[..., 0].astype(np.float32)
@@ -120,8 +125,8 @@ def decode_blocks(raw: np.ndarray, ggml_type: int) -> Int4Blocks:
 
 
 def dequantize_reason(ggml_type: int) -> str:
-    return _DEQUANT_REASON.get(ggml_type, f"ggml type {ggml_type} has no quantized layout here (Q4_0, Q4_1 and "
-                                          "Q8_0 do)")
+    return _DEQUANT_REASON.get(ggml_type, f"ggml type {ggml_type} has no quantized layout here (Q4_0, Q4_1 "
+                                          "and Q8_0 do)")
 
 
 class GGUFInt4Linear(nn.Module):
@@ -131,7 +136,8 @@ class GGUFInt4Linear(nn.Module):
         super().__init__()
         self.out_features, self.in_features = blocks.codes.shape
         codes = torch.from_numpy(blocks.codes.astype(np.int32))
-        self.register_buffer("qweight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 2), persistent=False)
+        self.register_buffer("qweight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 2),
+                             persistent=False)
         sz = np.stack([blocks.scales, blocks.zeros], axis=-1).transpose(1, 0, 2)  # [K / 32, N, 2]
         self.register_buffer("scales_and_zeros", torch.from_numpy(np.ascontiguousarray(sz)).to(dtype),
                              persistent=False)
@@ -139,13 +145,15 @@ class GGUFInt4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, x.shape[-1])
-        out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.qweight, GROUP_SIZE, self.scales_and_zeros)
+        out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.qweight, GROUP_SIZE,
+                                                         self.scales_and_zeros)
         if self.bias is not None:
             out = out + self.bias
         return out.view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, gguf int4, group {GROUP_SIZE}"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, gguf int4, group "
+                f"{GROUP_SIZE}")
 
 
 def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]],
@@ -173,11 +181,13 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
             layer = GGUFQ4Linear(fused[1], fused[0], module.bias)
             swapped["int4"] += 1
         elif all_q4:
-            layer = GGUFInt4Linear(Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0]) for p in parts]),
+            layer = GGUFInt4Linear(Int4Blocks.cat([decode_blocks(tensors[p][1], tensors[p][0])
+                                                   for p in parts]),
                                    module.bias, dtype)
             swapped["int4"] += 1
         elif cpu_kernels and all(t == Q8_0 for t in types):
-            layer = GGUFQ8Linear(np.concatenate([np.ascontiguousarray(tensors[p][1]) for p in parts]), module.bias)
+            layer = GGUFQ8Linear(np.concatenate([np.ascontiguousarray(tensors[p][1]) for p in parts]),
+                                 module.bias)
             swapped["q8_0"] += 1
         else:  # the fused layer is dequantized: a part that can't be kept, or parts of two kinds
             odd = [t for t in types if t not in INT4_TYPES and not (cpu_kernels and t == Q8_0)]
@@ -192,8 +202,9 @@ def quantize_linears(model: nn.Module, tensors: dict[str, tuple[int, np.ndarray]
     taken |= embedding
     for why, count in kept.items():
         logger.warning("--quantization gguf: %d linear layer(s) dequantized to bfloat16 (%s)", count, why)
-    logger.info("--quantization gguf: %d linear layers on int4 blocks, %d on q8_0 blocks; embedding %s", swapped["int4"],
-                swapped["q8_0"], "on q8_0 blocks (and the tied lm_head)" if embedding else "dequantized")
+    logger.info("--quantization gguf: %d linear layers on int4 blocks, %d on q8_0 blocks; embedding %s",
+                swapped["int4"], swapped["q8_0"],
+                "on q8_0 blocks (and the tied lm_head)" if embedding else "dequantized")
     return taken
 
 

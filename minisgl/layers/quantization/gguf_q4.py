@@ -23,7 +23,8 @@ Q4_0, Q4_1 = kernels.Q4_0, kernels.Q4_1  # ggml types
 
 
 def as_q4_1(raw: np.ndarray) -> np.ndarray | None:
-    """Q4_0 rows of bytes as Q4_1's (the offset m = -8 d stored after d), or None where -8 d overflows fp16."""
+    """Q4_0 rows of bytes as Q4_1's (the offset m = -8 d stored after d), or None where -8 d overflows
+    fp16."""
     n, row_bytes = raw.shape
     blocks = np.ascontiguousarray(raw).reshape(n, row_bytes // 18, 18)
     m = (blocks[..., 0:2].copy().view(np.float16) * np.float16(-8))  # exact, short of overflow
@@ -52,7 +53,8 @@ class GGUFQ4Linear(nn.Module):
         self.out_features = raw.shape[0]
         self.in_features = raw.shape[1] // kernels.BLOCK_BYTES[ggml_type] * 32
         self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
-        self.product = kernels.block_linear(torch.from_numpy(np.array(raw, dtype=np.uint8, order="C")), ggml_type)
+        self.product = kernels.block_linear(torch.from_numpy(np.array(raw, dtype=np.uint8, order="C")),
+                                            ggml_type)
         self.register_buffer("packed", self.product.packed, persistent=False)  # the file's rows are not kept
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

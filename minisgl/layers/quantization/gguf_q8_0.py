@@ -3,9 +3,9 @@
 torch's own int8 CPU kernel (`aten._weight_int8pack_mm`) takes one scale per output row; Q8_0 has one per
 32 weights along K, and folding them into one per row would change the weights. So the product runs in
 the project's C++ kernel (kernels/csrc/q8_0_linear.cpp), which keeps the file's own bytes, repacked once
-at load into groups of 8 or 16 columns (kernels/csrc/packed_blocks.h): d * q is exact in float32, so its float32
-path multiplies by the exact dequantized weight; its bfloat16 path (what the engine runs) makes x int16
-per block and multiplies in integers. It reads 34 bytes per 32 weights where bfloat16 reads 64.
+at load into groups of 8 or 16 columns (kernels/csrc/packed_blocks.h): d * q is exact in float32, so its
+float32 path multiplies by the exact dequantized weight; its bfloat16 path (what the engine runs) makes x
+int16 per block and multiplies in integers. It reads 34 bytes per 32 weights where bfloat16 reads 64.
 
 In SmolLM2's Q4_1 file the one Q8_0 tensor is the token embedding, which is also the output projection
 (tied): `GGUFQ8Embedding` looks rows up (dequantizing only the rows asked for: bit-identical to looking
@@ -53,7 +53,8 @@ class GGUFQ8Linear(_Q8Weight):
         return out if self.bias is None else out + self.bias
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, gguf q8_0, group {GROUP_SIZE}"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, gguf q8_0, group "
+                f"{GROUP_SIZE}")
 
 
 class GGUFQ8Embedding(_Q8Weight):

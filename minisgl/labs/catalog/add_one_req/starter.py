@@ -33,11 +33,12 @@ turns into `sched.admission` events, so call them exactly where the decisions ar
                                                  and returns `result`
     self._admit(rec, req, end, chunked, budget=None)
                                                  sets req's extend range to [len(prefix_indices), end) and
-                                                 spends it: rem_input_tokens, rem_chunk_tokens (when chunking),
-                                                 rem_total_tokens and rem_kv_room each lose extend_input_len,
-                                                 rem_running loses 1; appends req to can_run_list; records the
-                                                 decision and the budgets after. `end` is a position in
-                                                 fill_ids; `budget`, for a chunk, is the one that cut it.
+                                                 spends it: rem_input_tokens, rem_chunk_tokens (when
+                                                 chunking), rem_total_tokens and rem_kv_room each lose
+                                                 extend_input_len, rem_running loses 1; appends req to
+                                                 can_run_list; records the decision and the budgets after.
+                                                 `end` is a position in fill_ids; `budget`, for a chunk, is
+                                                 the one that cut it.
     self._spend_lock(rec, slots)                 a cached prefix of `slots` slots was locked (negative:
                                                  unlocked): rem_total_tokens and rem_kv_room lose them
     self._chunk_limit() -> int                   rows one prompt may take now: min(rem_input_tokens,

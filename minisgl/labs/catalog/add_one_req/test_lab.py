@@ -1,4 +1,5 @@
-"""Unit tests of the add_one_req lab: your add_one_req under `minisgl lab test add_one_req`, else the engine's.
+"""Unit tests of the add_one_req lab: your add_one_req under `minisgl lab test add_one_req`, else the
+engine's.
 
 Real objects only: a RadixCache, a KV pool, Reqs, and the engine's PrefillAdder with your method on it."""
 
@@ -58,7 +59,8 @@ def test_behind_an_admitted_request_a_prompt_longer_than_the_rows_left_is_refuse
     b = req("B", 4, 2, tree, first=200)
     assert a.add_one_req(b) == AddReqResult.OTHER
     rec = a.log[-1]
-    assert (rec.rid, rec.decision, rec.budget, rec.extend_range) == ("B", "refused", "max_prefill_tokens", None)
+    assert (rec.rid, rec.decision, rec.budget, rec.extend_range) == ("B", "refused", "max_prefill_tokens",
+                                                                     None)
     assert budgets(a) == before and rec.after == before and b not in a.can_run_list
     # a prompt that fits in the rows left is admitted
     assert a.add_one_req(req("C", 2, 1, tree, first=300)) == AddReqResult.CONTINUE
@@ -128,7 +130,8 @@ def test_the_first_candidate_is_cut_by_the_rows_or_by_the_kv_room():
     tree, pool = engine(64)
     a = adder(tree, pool, rows=3, chunk=8)
     assert a.add_one_req(req("L", 10, 2, tree)) == AddReqResult.OTHER
-    assert (a.log[-1].decision, a.log[-1].budget, a.log[-1].extend_range) == ("chunked", "max_prefill_tokens", (0, 3))
+    assert (a.log[-1].decision, a.log[-1].budget, a.log[-1].extend_range) == ("chunked", "max_prefill_tokens",
+                                                                              (0, 3))
     tree, pool = engine(64)
     pool.alloc(62)  # 2 slots free
     a = adder(tree, pool, rows=20, chunk=8)

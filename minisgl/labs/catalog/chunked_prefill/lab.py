@@ -11,12 +11,14 @@ LAB = Lab(
     view="admission",
     order=9,
     sglang="python/sglang/srt/managers/schedule_policy.py: PrefillAdder.add_chunked_req (the scheduler keeps "
-           "the request in Scheduler.chunked_req: python/sglang/srt/managers/scheduler.py, get_new_batch_prefill)",
+           "the request in Scheduler.chunked_req: python/sglang/srt/managers/scheduler.py, "
+           "get_new_batch_prefill)",
     hints=(
         "Open the record first (rec = self._look_at(req, \"chunked_req\")) and make every outcome go through "
         "self._refuse or self._admit: they write the sched.admission event the trace compares.",
         "The rows this chunk may take: limit = min(self._chunk_limit(), self.rem_kv_room). If limit <= 0, "
-        "refuse by \"kv_cache\" with AddReqResult.NO_TOKEN and return req (not None: it is still unfinished).",
+        "refuse by \"kv_cache\" with AddReqResult.NO_TOKEN and return req (not None: it is still "
+        "unfinished).",
         "The extend range starts at len(req.prefix_indices), the tokens already computed, and its end is an "
         "absolute position in fill_ids: len(req.prefix_indices) + min(req.extend_input_len, limit).",
         "chunked = end < len(req.fill_ids) (read the length before _admit cuts fill_ids). Then "

@@ -23,7 +23,8 @@ PROMPT = list(range(100, 110))  # 10 tokens
 
 
 class Engine:
-    """The scheduler's state that chunking touches, and a round's admission as get_new_batch_prefill does it."""
+    """The scheduler's state that chunking touches, and a round's admission as get_new_batch_prefill does
+    it."""
 
     def __init__(self, kv_slots: int = 64, rows: int = 64, chunk: int = 4):
         self.tree = RadixCache()
@@ -87,7 +88,8 @@ def test_the_chunk_pays_every_budget_but_reserves_no_future_tokens():
     adder, _ = e.next_round(req)
     start = adder.initial.budgets
     assert adder.budgets() == {"rem_total_tokens": start["rem_total_tokens"] - 4, "rem_input_tokens": 16,
-                               "rem_chunk_tokens": 0, "rem_kv_room": start["rem_kv_room"] - 4, "rem_running": 7}
+                               "rem_chunk_tokens": 0, "rem_kv_room": start["rem_kv_room"] - 4,
+                               "rem_running": 7}
     assert adder.log[-1].after == adder.budgets()
     e.run(req)
     adder, _ = e.next_round(req)  # the last chunk: 2 rows, still no reservation

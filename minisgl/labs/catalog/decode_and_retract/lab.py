@@ -18,9 +18,10 @@ LAB = Lab(
         "prepare_for_decode: a DECODE batch has no prefix or extend lengths: leave prefix_lens and "
         "extend_lens empty (the trace records them). Take the round's slots with ONE "
         "self.alloc_token_slots(len(self.reqs)), so the radix cache is evicted when the free list is short.",
-        "retract_decode: sort once, before the loop, with the key (len(r.output_ids), -len(r.origin_input_ids), "
-        "r.rid), and take victims from the front while not self.check_decode_mem(). If only one request is "
-        "left and there is still no room, raise KVCacheExhausted.",
+        "retract_decode: sort once, before the loop, with the key (len(r.output_ids), "
+        "-len(r.origin_input_ids), r.rid), and take victims from the front while not "
+        "self.check_decode_mem(). If only one request is left and there is still no room, raise "
+        "KVCacheExhausted.",
         "retract_decode, per victim: remove it from self.reqs, then "
         "self.cache_manager.cache_finished_req(victim, free_reason=\"retracted\") (its KV goes to the radix "
         "tree, or back to the pool without one), then victim.reset_for_retract(), and append it to the "

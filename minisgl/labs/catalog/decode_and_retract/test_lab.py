@@ -63,7 +63,8 @@ def test_one_row_per_request_fed_with_its_newest_token():
     assert batch.input_ids == [20, 41]
     assert batch.seq_lens == [5, 5]  # prompt + outputs, the token fed now included
     assert batch.req_pool_indices == [0, 1]
-    assert (batch.prefix_lens, batch.extend_lens) == ([], []), "a DECODE batch has no prefix or extend lengths"
+    assert (batch.prefix_lens, batch.extend_lens) == ([], []), (
+        "a DECODE batch has no prefix or extend lengths")
     assert batch.out_cache_loc.tolist() == [9, 10]
     assert row(cm, a, 5) == [1, 2, 3, 4, 9]  # the new slot at position seq_len - 1
     assert row(cm, b, 5) == [5, 6, 7, 8, 10]

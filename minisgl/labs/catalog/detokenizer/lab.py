@@ -22,7 +22,8 @@ LAB = Lab(
         "(text[:held_from], text[held_from:], False).",
         "decode_incremental: extend decode_ids first, return the empty step if status.stopped; then "
         "new = take_complete_text(...); delta, status.stop_pending, trimmed = apply_stop_strings("
-        "status.stop_pending + new, [s for s in stop_strs if s], finished=finished); status.stopped = trimmed; "
-        "status.decoded_text += delta; HeldBack(len(status.decode_ids) - status.read_offset, status.stop_pending).",
+        "status.stop_pending + new, [s for s in stop_strs if s], finished=finished); status.stopped = "
+        "trimmed; status.decoded_text += delta; HeldBack(len(status.decode_ids) - status.read_offset, "
+        "status.stop_pending).",
     ),
 )

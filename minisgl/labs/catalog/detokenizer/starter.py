@@ -3,7 +3,8 @@
 The DetokenizerManager (minisgl/detokenizer/detokenizer_manager.py) keeps one DecodeStatus per running
 request. Each time the scheduler sends a request's new token ids, the manager calls
 
-    step = decode_incremental(tokenizer, status, new_ids, finished=..., skip_special_tokens=..., stop_strs=...)
+    step = decode_incremental(tokenizer, status, new_ids, finished=..., skip_special_tokens=...,
+                              stop_strs=...)
 
 and streams `step.delta_text` to the client. Over a request's life the deltas, joined, must equal the full
 decode of its output ids, cut just before the first stop string, and no delta may show half a character.
@@ -24,7 +25,8 @@ from collections.abc import Sequence
 # and three small string helpers, given:
 #   ends_mid_character(text)         a trailing U+FFFD: the text stops inside a UTF-8 character, so wait
 #   find_stop(text, stop_strs)       index of the earliest stop string in text, or -1
-#   stop_prefix_len(text, stop_strs) length of the longest tail of text that could still grow into a stop string
+#   stop_prefix_len(text, stop_strs) length of the longest tail of text that could still grow into a
+#                                    stop string
 from minisgl.detokenizer.incremental import (  # noqa: F401
     REPLACEMENT_CHAR,
     DecodeStatus,

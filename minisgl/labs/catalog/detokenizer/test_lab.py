@@ -71,7 +71,8 @@ def test_a_possible_start_of_a_stop_string_is_held_until_it_is_decided():
     assert [fields(s) for s in out[3:]] == [("", 4, 3, 0, " These", False), ("", 5, 4, 0, "", True)]
     assert status.decoded_text == "Hello world."
     out, status = steps([[t] for t in EN_OTHER], stop=stop, finished_last=False)
-    assert [fields(s) for s in out[3:]] == [("", 4, 3, 0, " These", False), (" These were", 5, 4, 0, "", False)]
+    assert [fields(s) for s in out[3:]] == [("", 4, 3, 0, " These", False),
+                                            (" These were", 5, 4, 0, "", False)]
     assert status.decoded_text == TOK.decode(EN_OTHER)
 
 

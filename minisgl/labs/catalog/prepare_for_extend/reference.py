@@ -1,4 +1,5 @@
-"""The engine's own prepare_for_extend, in the shape of the starter (what CI grades to show the lab can pass)."""
+"""The engine's own prepare_for_extend, in the shape of the starter (what CI grades to show the lab can
+pass)."""
 
 from minisgl.scheduler.schedule_batch import ScheduleBatch as _SB
 

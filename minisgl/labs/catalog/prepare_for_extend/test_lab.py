@@ -16,7 +16,8 @@ from minisgl.sampling.sampling_params import SamplingParams
 from minisgl.scheduler.req import Req
 from minisgl.scheduler.schedule_batch import ScheduleBatch
 
-component("prepare_for_extend")  # installs your prepare_for_extend on ScheduleBatch (under `minisgl lab test`)
+# installs your prepare_for_extend on ScheduleBatch (under `minisgl lab test`)
+component("prepare_for_extend")
 
 SHARED = [2382, 2654, 4461]  # " red green blue"
 R1_IDS = [582, 827, 1296, 1876, 2531, 2976]  # " one two three four five six"
@@ -36,7 +37,8 @@ def new_req(rid, ids, output=()) -> Req:
 
 
 def admit(cm: CacheManager, req: Req) -> Req:
-    """What admission does before prepare_for_extend: match the prefix, lock it (the CacheManager's contract)."""
+    """What admission does before prepare_for_extend: match the prefix, lock it (the CacheManager's
+    contract)."""
     req.init_next_round_input(cm.tree_cache)
     cm.tree_cache.inc_lock_ref(req.last_node)
     return req
@@ -96,7 +98,8 @@ def test_the_round_takes_its_kv_slots_in_one_allocation():
     cm.journal = []  # what the trace turns into kv.alloc events, one per alloc_token_slots call
     plan(cm, reqs)
     allocs = [op.slots.tolist() for op in cm.journal if op.kind == "alloc"]
-    assert allocs == [[4, 5, 6, 7, 8, 9, 10, 11, 12]], "one self.alloc_token_slots(sum(extend_lens)) per round"
+    assert allocs == [[4, 5, 6, 7, 8, 9, 10, 11, 12]], (
+        "one self.alloc_token_slots(sum(extend_lens)) per round")
 
 
 def test_a_chunked_prompt_keeps_its_request_slot_and_reads_its_first_chunk():

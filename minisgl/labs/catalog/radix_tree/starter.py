@@ -1,4 +1,5 @@
-"""Lab radix_tree (your file). RadixCache: a radix tree over token ids whose nodes hold the KV slots of those tokens (page size 1).
+"""Lab radix_tree (your file). RadixCache: a radix tree over token ids whose nodes hold the KV slots of those
+tokens (page size 1).
 
 Requests that share a prompt prefix reuse the same KV slots instead of recomputing them. Every
 edge of the tree holds a run of token ids (`key`) and the KV slots computed for them (`value`).

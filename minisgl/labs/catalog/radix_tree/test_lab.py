@@ -1,4 +1,5 @@
-"""Unit tests of the radix_tree lab: your RadixCache under `minisgl lab test radix_tree`, else the engine's."""
+"""Unit tests of the radix_tree lab: your RadixCache under `minisgl lab test radix_tree`, else the
+engine's."""
 
 import pytest
 import torch

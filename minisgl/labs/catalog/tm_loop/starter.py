@@ -38,7 +38,8 @@ from starlette.requests import Request
 from minisgl.scheduler.io_struct import BatchStrOutput, FlushCacheReqOutput, GetLoadReqOutput  # noqa: F401
 from minisgl.server.errors import client_disconnected  # noqa: F401
 from minisgl.server.protocol import GenerateReqInput
-from minisgl.server.tokenizer_manager import DISCONNECT_POLL_S  # noqa: F401  (seconds between disconnect checks)
+# (seconds between disconnect checks)
+from minisgl.server.tokenizer_manager import DISCONNECT_POLL_S  # noqa: F401
 from minisgl.server.tokenizer_manager_core import ReqState, refusal  # noqa: F401
 
 logger = logging.getLogger("minisgl.server.tokenizer_manager")

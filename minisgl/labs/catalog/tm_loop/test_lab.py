@@ -41,14 +41,17 @@ class Server:
     def __init__(self, loop: bool):
         self.port_args = PortArgs.init_new()
         self.context = zmq.Context()
-        self.scheduler = PullReceiver(self.context, self.port_args.scheduler_input_ipc_name, src="tokenizer_manager")
+        self.scheduler = PullReceiver(self.context, self.port_args.scheduler_input_ipc_name,
+                                      src="tokenizer_manager")
         self.tm = TokenizerManager(self.port_args, tokenizer=None, limits=EngineLimits(64, 256, 64, 1000))
-        self.detokenizer = PushSender(self.context, self.port_args.tokenizer_ipc_name, dst="tokenizer_manager")
+        self.detokenizer = PushSender(self.context, self.port_args.tokenizer_ipc_name,
+                                      dst="tokenizer_manager")
         self.loop_task = asyncio.create_task(self.tm.handle_loop()) if loop else None
         self.to_scheduler: list = []
 
     def send(self, msg) -> None:
-        """What the detokenizer process does: one message to the TokenizerManager (handle_loop receives it)."""
+        """What the detokenizer process does: one message to the TokenizerManager (handle_loop receives
+        it)."""
         self.detokenizer.send(msg)
 
     def deliver(self, batch: BatchStrOutput) -> None:
@@ -107,11 +110,13 @@ def run(test, loop=True):
 
 def piece(rid, text, ids, finish=None, completion=1):
     """One rid's piece of a BatchStrOutput, as the detokenizer sends it."""
-    return BatchStrOutput([rid], [text], [ids], [finish], [3], [completion], [0])
+    return BatchStrOutput(rids=[rid], output_strs=[text], output_ids=[ids], finished_reasons=[finish],
+                          prompt_tokens=[3], completion_tokens=[completion], cached_tokens=[0])
 
 
 def request(rid, stream=True):
-    return GenerateReqInput(rid=rid, input_ids=[5, 6, 7], sampling_params={"max_new_tokens": 4}, stream=stream)
+    return GenerateReqInput(rid=rid, input_ids=[5, 6, 7], sampling_params={"max_new_tokens": 4},
+                            stream=stream)
 
 
 def state_of(tm, rid, stream=True):
@@ -133,7 +138,9 @@ def test_handle_loop_files_a_batch_and_wakes_each_waiter():
     async def test(s):
         _, a = state_of(s.tm, "A")
         _, b = state_of(s.tm, "B")
-        s.send(BatchStrOutput(["A", "B"], ["Hi", "Yo"], [[11], [21]], [STOP, None], [3, 3], [1, 1], [0, 0]))
+        s.send(BatchStrOutput(rids=["A", "B"], output_strs=["Hi", "Yo"], output_ids=[[11], [21]],
+                              finished_reasons=[STOP, None], prompt_tokens=[3, 3], completion_tokens=[1, 1],
+                              cached_tokens=[0, 0]))
         await s.until("both waiters to be woken", lambda: a.event.is_set() and b.event.is_set())
         assert (a.text, a.output_ids, a.finished) == ("Hi", [11], True)
         assert (b.text, b.output_ids, b.finished) == ("Yo", [21], False)
@@ -159,7 +166,9 @@ def test_handle_loop_survives_bad_messages():
     async def test(s):
         _, a = state_of(s.tm, "A")
         s.send("not a message the tokenizer manager knows")
-        s.send(BatchStrOutput(["A"], [], [], [], [], [], []))  # broken: handling it raises IndexError
+        broken = BatchStrOutput(rids=["A"], output_strs=[], output_ids=[], finished_reasons=[],
+                                prompt_tokens=[], completion_tokens=[], cached_tokens=[])
+        s.send(broken)  # handling it raises IndexError
         s.send(piece("A", "ok", [11]))
         await s.until("the good message after two bad ones to wake A", lambda: a.event.is_set())
         assert a.text == "ok" and not s.loop_task.done()
@@ -180,7 +189,8 @@ def test_a_stream_yields_each_piece_as_it_comes():
         assert (out["text"], out["delta"], out["output_ids"]) == ("Hel", "Hel", [11])
         assert out["meta_info"]["finish_reason"] is None
         second = asyncio.create_task(outputs.__anext__())
-        assert await still_waiting(second), "after a piece is taken, the next wait must wait (clear the event)"
+        assert await still_waiting(second), (
+            "after a piece is taken, the next wait must wait (clear the event)")
         s.send(piece("A", "lo", [12], finish=STOP, completion=2))
         out = await asyncio.wait_for(second, WAIT_S)
         assert (out["text"], out["delta"], out["output_ids"]) == ("Hello", "lo", [11, 12])
