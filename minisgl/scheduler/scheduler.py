@@ -82,7 +82,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         self.cur_batch: ScheduleBatch | None = None
         self.rid_to_req: dict[str, Req] = {}  # every request not yet finished
         self.new_token_ratio = INIT_NEW_TOKEN_RATIO
-        self.forward_ct = 0  # rounds that ran a batch
+        self.forward_ct = self.num_retracted = 0  # rounds that ran a batch; requests retracted so far
         self.engine_paused = False  # /pause_generation: messages are handled, no batch runs
         self.init_overlap()  # result_queue, and the forward thread when --enable-overlap-schedule
         self.init_disaggregation()  # the queues of --disaggregation-mode prefill|decode
@@ -280,6 +280,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
             retracted = batch.retract_decode()
             logger.info("retracted %s to free KV cache", [r.rid for r in retracted])
             self.waiting_queue = retracted + self.waiting_queue
+            self.num_retracted += len(retracted)
             self.trace_collector.retracted(retracted)
             self.new_token_ratio = INIT_NEW_TOKEN_RATIO
         else:

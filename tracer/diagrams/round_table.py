@@ -44,7 +44,7 @@ def _html(state: RoundState, trace: Trace, rid: str | None) -> Html:
     colors = rid_colors(trace)
     b = state.batch
     if b is None:
-        return Html(f"<B>round {state.round}: no batch</B>")
+        return Html(f"<B>{html_text(f'round {state.round}: no batch')}</B>")
     cached = sum(1 for r in b.rows if r.cached)
     head = (f"round {state.round} · {b.mode} · {len(b.rids)} request{'s' if len(b.rids) != 1 else ''} · "
             f"{len(b.forward_rows)} row{'s' if len(b.forward_rows) != 1 else ''} computed"
