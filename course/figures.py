@@ -12,6 +12,10 @@ from pathlib import Path
 from tracer.diagrams import render_diagram
 
 FOLDER = "figures"  # under the docs folder; generated at build time, never committed
+# a figure's alt text (and its lightbox caption): what it draws, then its request, round and server, if any
+ALT = {"en": ("the {view} view of the {scenario} scenario", ", request {}", ", round {}",
+              ", on the {} server"),
+       "zh": ("{scenario} 场景的 {view} 视图", "，请求 {}", "，第 {} 轮", "，{} 服务器上")}
 
 
 @dataclass(frozen=True)
@@ -39,26 +43,11 @@ class Figure:
         return f"{FOLDER}/{self.scenario}/{'-'.join(parts)}.svg"
 
     def alt(self) -> str:
-        if self.lang == "zh":
-            return self._alt_zh()
-        what = f"the {self.view} view of the {self.scenario} scenario"
-        if self.rid:
-            what += f", request {self.rid}"
-        if self.round is not None:
-            what += f", round {self.round}"
-        if self.server:
-            what += f", on the {self.server} server"
-        return what
-
-    def _alt_zh(self) -> str:
-        what = f"{self.scenario} 场景的 {self.view} 视图"
-        if self.rid:
-            what += f"，请求 {self.rid}"
-        if self.round is not None:
-            what += f"，第 {self.round} 轮"
-        if self.server:
-            what += f"，{self.server} 服务器上"
-        return what
+        head, rid, rnd, server = ALT[self.lang]
+        return (head.format(view=self.view, scenario=self.scenario)
+                + (rid.format(self.rid) if self.rid else "")
+                + (rnd.format(self.round) if self.round is not None else "")
+                + (server.format(self.server) if self.server else ""))
 
     def render(self, trace, fmt: str) -> str | bytes:
         if self.server:

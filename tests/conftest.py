@@ -12,14 +12,14 @@ import torch
 
 from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
 
-# ---- three workers ----------------------------------------------------------------------------------------
-# `make test` runs the suite on three pytest-xdist workers (--dist loadgroup). Each worker is its own process with
-# its own session fixtures. What every worker may need and is worth making once per run (the scenario runs, the
-# course cache, the lesson site) is made by `made_once`: the first worker to ask makes it while the others wait,
-# then all read it. What cannot travel between processes (a loaded model, a running server) is kept on one worker
-# instead: a module goes to the group of the first such fixture any of its tests uses, else it is a group of its
-# own (so a module-scoped fixture is built once). The shared groups and the long modules go first; the small
-# modules fill the rest of the workers' time.
+# ---- three workers ------------------------------------------------------------------------------------
+# `make test` runs the suite on three pytest-xdist workers (--dist loadgroup). Each worker is its own process
+# with its own session fixtures. What every worker may need and is worth making once per run (the scenario
+# runs, the course cache, the lesson site) is made by `made_once`: the first worker to ask makes it while the
+# others wait, then all read it. What cannot travel between processes (a loaded model, a running server) is
+# kept on one worker instead: a module goes to the group of the first such fixture any of its tests uses, else
+# it is a group of its own (so a module-scoped fixture is built once). The shared groups and the long modules
+# go first; the small modules fill the rest of the workers' time.
 SHARED_GROUPS = [
     # transformers' float32 model and its greedy answers (the one server test that also compares logprobs
     # with transformers' starts its own session server there)
@@ -87,9 +87,10 @@ def _rank(group: str) -> int:
 
 
 def made_once(tmp_path_factory, name: str, make):
-    """(folder, value): `make(folder)` run once per test run, whichever worker asks first; the others wait on its
-    lock and get the same folder and (pickled) value. A skip while making is remembered and repeated."""
+    """(folder, value): `make(folder)` run once per test run, whichever worker asks first; the others wait on
+    its lock and get the same folder and (pickled) value. A skip while making is remembered and repeated."""
     import pickle
+    import shutil
 
     from filelock import FileLock
 
@@ -102,8 +103,6 @@ def made_once(tmp_path_factory, name: str, make):
     with FileLock(str(shared / f"{name}.lock")):
         if not done.exists():
             if folder.exists():  # a worker that failed to make it: start again
-                import shutil
-
                 shutil.rmtree(folder)
             folder.mkdir()
             try:

@@ -1,6 +1,7 @@
 """The code's layout rules, checked: small files (at most 300 lines outside tests and benchmarks), lines of at
 most 110 columns (ruff's E501, as pyproject.toml configures it), no import circle of more than 3 modules
-(type-only imports counted: a reader follows those too), and the messages between processes built by keyword."""
+(type-only imports counted: a reader follows those too), and the messages between processes built by
+keyword."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ def test_no_file_over_300_lines():
 
 def test_no_line_over_110_columns():
     pytest.importorskip("ruff", reason="ruff is not installed (make test installs it)")
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "E501", *PACKAGES],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "E501",
+                           *PACKAGES], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 

@@ -83,4 +83,5 @@ def _build(site: Path, course_cache: Path) -> None:
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
     if not os.environ.get("MINISGL_COURSE_CACHE"):
-        assert "running" not in done.stderr, "the build ran a scenario the session had already run:\n" + done.stderr
+        assert "running" not in done.stderr, ("the build ran a scenario the session had already run:\n"
+                                              + done.stderr)

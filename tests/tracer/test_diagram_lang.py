@@ -15,8 +15,9 @@ from tracer.diagrams.lang import _QUOTED, language, tr
 # words the Chinese pages keep in English too: the engine's field and state names, and the course's terms that
 # stay in English (course/terms.py: token, prompt, extend, rid, trace, forward); prefill and decode as the
 # names of a disaggregated pair's servers
-KEPT = set("token prompt extend rid forward delta text usage completion status stop length room peer abort id "
-           "trace decode prefill rank dp tp scheduler detokenizer controller Tokenized Req Engine Scheduler "
+KEPT = set("token prompt extend rid forward delta text usage completion status stop length room peer abort "
+           "id trace decode prefill rank dp tp scheduler detokenizer controller Tokenized Req Engine "
+           "Scheduler "
            "ModelRunner Detokenizer DataParallel Controller".split())
 
 
