@@ -164,6 +164,7 @@ _TABLE: list[tuple[str, str]] = [
     (r"^position$", "位置"),
     (r"^input id$", "输入 id"),
     (r"^text$", "文本"),
+    (r"^text (?=\x00\d+\x00$)", "文本 "),  # a prompt's text fact: `text '...'`
     (r"^sampled$", "采样"),
     (r"^yes$", "是"),
     (r"^cached prefix$", "已缓存前缀"),
