@@ -27,14 +27,30 @@ SHARED_GROUPS = [
     # the session's `minisgl serve`
     ("server", {"server"}),
 ]
-# modules of a minute or more (measured with --durations), started first so none of them is left for the end
+# modules of about a minute or more (measured with --durations), longest first, started before the rest so
+# none of them is left for the end (`make test` passes --no-loadscope-reorder, which keeps this order)
 LONG_MODULES = [
     "tests/labs/test_bugs.py",
+    "tests/scenarios/test_scenarios.py",
+    "tests/scheduler/test_equivalence.py",
+    "tests/scheduler/test_ngram_spec.py",
     "tests/lessons/test_browser.py",
-    "tests/lessons/test_figures.py",
-    "tests/labs/test_cli.py",
+    "tests/lessons/test_site.py",
     "tests/labs/test_catalog.py",
+    "tests/tui/test_snapshots.py",
+    "tests/labs/test_cli.py",
+    "tests/distributed/test_tensor_parallel.py",
     "tests/labs/test_mutants.py",
+    "tests/kernels/test_build_and_runner.py",
+    "tests/server/test_data_parallel.py",
+    "tests/tui/test_dashboard.py",
+    "tests/tui/test_app_panes.py",
+    "tests/scheduler/test_overlap.py",
+    "tests/scheduler/test_lifecycle.py",
+    "tests/scheduler/test_random_workloads.py",
+    "tests/server/test_router.py",
+    "tests/server/test_pd_disaggregation.py",
+    "tests/lessons/test_figures.py",
 ]
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
