@@ -8,6 +8,9 @@
     running_batch                  KV written into the slots, the ack sent: the request joins the running
                                    batch as if it had been prefilled here (SGLang's PREBUILT batch) and
                                    decodes as usual
+
+The decode server's round is run_one_round_disagg_decode (SGLang's event_loop_normal_disagg_decode): the
+normal round, with the two queues moved on before the batch is chosen.
 """
 
 from __future__ import annotations
@@ -23,58 +26,116 @@ from minisgl.disaggregation.utils import local_address_towards
 
 if TYPE_CHECKING:
     from minisgl.scheduler.req import Req
+    from minisgl.scheduler.schedule_batch import ScheduleBatch
 
 logger = logging.getLogger(__name__)
 
 
-class SchedulerDisaggregationDecodeMixin:
-    def init_disagg_decode(self, context: zmq.Context) -> None:
-        self.disagg_decode_prealloc_queue: list[Req] = []
-        self.disagg_decode_transfer_queue: list[Req] = []
-        self.kv_receiver = KVReceiver(context)
-        self.bootstrap_client = BootstrapClient(context)
+class DecodePreallocQueue:
+    """New requests, until the KV budget lets them take slots for their prompt and register their room."""
 
-    def process_decode_queue(self) -> None:
-        self.pop_preallocated()
-        for msg in self.kv_receiver.poll():
-            self.pop_transferred(msg)
+    def __init__(self, sched, kv_receiver: KVReceiver, bootstrap_client: BootstrapClient):
+        self.queue: list[Req] = []
+        self.sched, self.kv_receiver, self.bootstrap_client = sched, kv_receiver, bootstrap_client
 
-    def pop_preallocated(self) -> None:
-        """Preallocate, in arrival order, for as many requests as the KV budget allows."""
-        transfer, pool = self.disagg_decode_transfer_queue, self.token_to_kv_pool
-        while self.disagg_decode_prealloc_queue:
-            req = self.disagg_decode_prealloc_queue[0]
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def add(self, req: Req) -> None:
+        self.queue.append(req)
+
+    def remove(self, req: Req) -> bool:
+        """An abort: the request holds no KV yet, so it is simply taken out (True if it was here)."""
+        if req in self.queue:
+            self.queue.remove(req)
+            return True
+        return False
+
+    def pop_preallocated(self, holders: int) -> list[Req]:
+        """Preallocate, in arrival order, for as many requests as the KV budget allows; `holders` requests
+        (running or transferring) already hold slots and each needs one more to decode."""
+        s, done = self.sched, []
+        while self.queue:
+            req = self.queue[0]
             n = len(req.origin_input_ids)
-            holders = len(self.running_batch.reqs) + len(transfer)
-            room = pool.available_size() + self.tree_cache.evictable_size()
-            if (holders >= self.server_args.max_running_requests
-                    or self.req_to_token_pool.available_size() == 0
+            room = s.token_to_kv_pool.available_size() + s.tree_cache.evictable_size()
+            if (holders >= s.server_args.max_running_requests or s.req_to_token_pool.available_size() == 0
                     or n + holders + 1 > room):
-                return
-            self.disagg_decode_prealloc_queue.pop(0)
-            (req.req_pool_idx,) = self.req_to_token_pool.alloc(1)
-            slots = self.cache_manager.alloc_token_slots(n)
-            self.req_to_token_pool.req_to_token[req.req_pool_idx, :n] = slots
+                break
+            self.queue.pop(0)
+            (req.req_pool_idx,) = s.req_to_token_pool.alloc(1)
+            slots = s.cache_manager.alloc_token_slots(n)
+            s.req_to_token_pool.req_to_token[req.req_pool_idx, :n] = slots
             req.fill_ids, req.prefix_indices = list(req.origin_input_ids), slots.clone()
             endpoint = self.kv_receiver.endpoint(local_address_towards(req.bootstrap_host))
             self.bootstrap_client.register(req.bootstrap_host, req.bootstrap_port, req.bootstrap_room,
                                            endpoint, n)
-            transfer.append(req)
-            self.disagg_trace.preallocated(req, slots, endpoint)
+            s.disagg_trace.preallocated(req, slots, endpoint)
+            done.append(req)
+            holders += 1
+        return done
 
-    def pop_transferred(self, msg: KVMessage) -> None:
+
+class DecodeTransferQueue:
+    """Requests whose slots wait for the prompt's KV rows and first token from the prefill server."""
+
+    def __init__(self, kv_receiver: KVReceiver):
+        self.queue: list[Req] = []
+        self.kv_receiver = kv_receiver
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def add(self, req: Req) -> None:
+        self.queue.append(req)
+
+    def remove(self, req: Req) -> bool:
+        return False  # it holds slots: an abort finishes it when its KV arrives
+
+    def pop_transferred(self) -> list[tuple[Req, KVMessage]]:
+        """The requests whose KV arrived, each with its message, in arrival order."""
+        done = []
+        for msg in self.kv_receiver.poll():
+            req = next((r for r in self.queue if r.bootstrap_room == msg.room), None)
+            if req is None:
+                logger.warning("KV for room %d arrived, but no request here waits for it", msg.room)
+                continue
+            n = len(req.origin_input_ids)
+            if msg.k.shape[1] != n:
+                raise RuntimeError(f"room {msg.room}: {msg.k.shape[1]} KV rows arrived for a {n}-token "
+                                   "prompt")
+            self.queue.remove(req)
+            done.append((req, msg))
+        return done
+
+
+class SchedulerDisaggregationDecodeMixin:
+    def init_disagg_decode(self, context: zmq.Context) -> None:
+        self.kv_receiver = KVReceiver(context)
+        self.bootstrap_client = BootstrapClient(context)
+        self.disagg_decode_prealloc_queue = DecodePreallocQueue(self, self.kv_receiver, self.bootstrap_client)
+        self.disagg_decode_transfer_queue = DecodeTransferQueue(self.kv_receiver)
+        self.disagg_queues = [self.disagg_decode_prealloc_queue, self.disagg_decode_transfer_queue]
+        self.add_request_to_queue = self.disagg_decode_prealloc_queue.add
+        self.peer_socket = self.kv_receiver.socket
+
+    def run_one_round_disagg_decode(self, block: bool = False) -> ScheduleBatch | None:
+        return self.run_disagg_round(self.process_decode_queue, self.process_batch_result, block)
+
+    def process_decode_queue(self) -> None:
+        transfer = self.disagg_decode_transfer_queue
+        holders = len(self.running_batch.reqs) + len(transfer)  # each needs one more slot to decode
+        for req in self.disagg_decode_prealloc_queue.pop_preallocated(holders):
+            transfer.add(req)
+        for req, msg in transfer.pop_transferred():
+            self.pop_transferred(req, msg)
+
+    def pop_transferred(self, req: Req, msg: KVMessage) -> None:
         """The prompt's KV arrived: write it into the preallocated slots, take the first token, ack, and join
         the running batch (or finish now, if that token already ends the request)."""
-        req = next((r for r in self.disagg_decode_transfer_queue if r.bootstrap_room == msg.room), None)
-        if req is None:
-            logger.warning("KV for room %d arrived, but no request here waits for it", msg.room)
-            return
         n = len(req.origin_input_ids)
-        if msg.k.shape[1] != n:
-            raise RuntimeError(f"room {msg.room}: {msg.k.shape[1]} KV rows arrived for a {n}-token prompt")
         slots = self.req_to_token_pool.req_to_token[req.req_pool_idx, :n]
         scatter_kv(self.token_to_kv_pool, slots, msg.k, msg.v)
-        self.disagg_decode_transfer_queue.remove(req)
         self.bootstrap_client.ack(req.bootstrap_host, req.bootstrap_port, req.bootstrap_room)
         self.disagg_trace.kv_received(req, slots, msg)
         req.output_ids.append(msg.first_token)

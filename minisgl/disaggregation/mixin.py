@@ -1,12 +1,19 @@
-"""What the Scheduler calls for prefill/decode disaggregation: one mixin over the prefill and decode halves.
+"""What the Scheduler gets for prefill/decode disaggregation: one mixin over the prefill and decode halves.
 
-    init_disaggregation      the queues and sockets of --disaggregation-mode (nothing for null)
+    init_disaggregation      the mode, and for prefill|decode its two queues (objects, as SGLang's) and
+                             sockets; nothing more for null
+    run_one_round_disagg_*   the round of a prefill or decode server (prefill.py, decode.py), chosen once
+                             by the Scheduler in place of run_one_round
     disagg_refusal           a request without a bootstrap room cannot be paired: refused
-    process_disagg_queues    once a round, before the batch is chosen: pairing, KV transfers, acks
-    disagg_busy              requests in a disaggregation queue: the scheduler is not idle
+
+The normal round never asks which mode it is in: the queues are in `disagg_queues` (none for null), so
+`is_idle` and an abort see them without a branch.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import zmq
 
@@ -16,11 +23,15 @@ from minisgl.disaggregation.prefill import SchedulerDisaggregationPrefillMixin
 from minisgl.disaggregation.utils import DisaggregationMode
 from minisgl.server.zmq_io import RECV_POLL_MS
 
+if TYPE_CHECKING:
+    from minisgl.scheduler.schedule_batch import ScheduleBatch
+
 
 class SchedulerDisaggregationMixin(SchedulerDisaggregationPrefillMixin, SchedulerDisaggregationDecodeMixin):
     def init_disaggregation(self) -> None:
         self.disaggregation_mode = DisaggregationMode(self.server_args.disaggregation_mode)
         self.disagg_trace = DisaggTraceCollector(self)
+        self.disagg_queues: list = []  # the mode's two queues, in the order a request passes them
         if self.disaggregation_mode == DisaggregationMode.PREFILL:
             self.init_disagg_prefill(zmq.Context.instance())
         elif self.disaggregation_mode == DisaggregationMode.DECODE:
@@ -33,48 +44,36 @@ class SchedulerDisaggregationMixin(SchedulerDisaggregationPrefillMixin, Schedule
                 "through the router (sglang-router --pd-disaggregation), which gives each a bootstrap_host, "
                 "bootstrap_port and bootstrap_room")
 
-    def disagg_queues(self) -> list[list]:
-        if self.disaggregation_mode == DisaggregationMode.PREFILL:
-            return [self.disagg_prefill_bootstrap_queue, self.disagg_prefill_inflight_queue]
-        if self.disaggregation_mode == DisaggregationMode.DECODE:
-            return [self.disagg_decode_prealloc_queue, self.disagg_decode_transfer_queue]
-        return []
-
-    def disagg_busy(self) -> bool:
-        return any(self.disagg_queues())
-
-    def disagg_remove_waiting(self, req) -> bool:
-        """An abort of a request that holds no KV yet (bootstrap or prealloc queue): taken out, True."""
-        queues = self.disagg_queues()[:1]
-        for queue in queues:
-            if req in queue:
-                queue.remove(req)
-                return True
-        return False
-
-    def process_disagg_queues(self) -> None:
-        if self.disaggregation_mode == DisaggregationMode.NULL:
-            return
-        self._process_disagg_queues()
-        nothing_to_run = not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None
-        if nothing_to_run and self.disagg_busy():
-            self._wait_for_peer()
-            self._process_disagg_queues()
-
-    def _process_disagg_queues(self) -> None:
-        if self.disaggregation_mode == DisaggregationMode.PREFILL:
-            self.process_disagg_prefill_bootstrap_queue()  # also takes in registrations and acks
-            self.process_disagg_prefill_inflight_queue()
+    def run_disagg_round(self, process_queues: Callable[[], None], process_batch_result: Callable,
+                         block: bool) -> ScheduleBatch | None:
+        """A PD server's round: run_one_round's steps, with the mode's queues moved on before the batch is
+        chosen and the mode's own processing of the batch's result."""
+        self.trace_collector.round_begin()
+        recv_reqs = self.recv_requests(block=block and self.nothing_to_run())
+        self.process_input_requests(recv_reqs)
+        self.wait_for_peer_if_only_it_can_move(process_queues)
+        batch = self.get_next_batch_to_run()
+        self.cur_batch = batch
+        if batch is not None:
+            self.trace_collector.batch_formed(batch)
+            result = self.run_batch(batch)
+            process_batch_result(batch, result)
+            self.trace_collector.round_end()
         else:
-            self.process_decode_queue()
+            self.self_check_during_idle()
+        self.last_batch = batch
+        return batch
 
-    def _wait_for_peer(self) -> None:
-        """Only the other server can move things on: sleep until its message (or a new request) arrives."""
-        poller = zmq.Poller()
-        peer = (self.bootstrap_server if self.disaggregation_mode == DisaggregationMode.PREFILL
-                else self.kv_receiver)
-        poller.register(peer.socket, zmq.POLLIN)
-        tokenizer_socket = getattr(self.recv_from_tokenizer, "socket", None)
-        if tokenizer_socket is not None:
-            poller.register(tokenizer_socket, zmq.POLLIN)
-        poller.poll(RECV_POLL_MS)
+    def wait_for_peer_if_only_it_can_move(self, process_queues: Callable[[], None]) -> None:
+        """Move the queues on; if then only the other server can move things on (nothing to run here, a
+        request in a queue), sleep until its message (or a new request) arrives and move them on again."""
+        process_queues()
+        nothing_to_run = not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None
+        if nothing_to_run and any(self.disagg_queues):
+            poller = zmq.Poller()
+            poller.register(self.peer_socket, zmq.POLLIN)
+            tokenizer_socket = getattr(self.recv_from_tokenizer, "socket", None)
+            if tokenizer_socket is not None:
+                poller.register(tokenizer_socket, zmq.POLLIN)
+            poller.poll(RECV_POLL_MS)
+            process_queues()

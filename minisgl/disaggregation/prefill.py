@@ -6,6 +6,10 @@
     disagg_prefill_inflight_queue   KV rows and first token sent (kv_transfer.py); waits for the decode's ack
     finished                        ack received: the KV goes to the radix tree (or is freed), the answer is
                                     the first token (the router returns the decode server's answer)
+
+The prefill server's round is run_one_round_disagg_prefill (SGLang's event_loop_normal_disagg_prefill): the
+normal round's steps, with the two queues moved on before the batch is chosen and the batch's result sent
+to the decode half instead of joining the running batch.
 """
 
 from __future__ import annotations
@@ -24,21 +28,81 @@ if TYPE_CHECKING:
     from minisgl.scheduler.utils import GenerationBatchResult
 
 
+class PrefillBootstrapQueue:
+    """New requests, until their decode half registers for their room at this server's BootstrapServer."""
+
+    def __init__(self, bootstrap_server: BootstrapServer):
+        self.queue: list[Req] = []
+        self.bootstrap_server = bootstrap_server
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def add(self, req: Req) -> None:
+        self.queue.append(req)
+
+    def remove(self, req: Req) -> bool:
+        """An abort: the request holds no KV yet, so it is simply taken out (True if it was here)."""
+        if req in self.queue:
+            self.queue.remove(req)
+            return True
+        return False
+
+    def pop_bootstrapped(self) -> list[tuple[Req, dict]]:
+        """The requests whose decode half has registered, in arrival order, each with that peer."""
+        self.bootstrap_server.poll()  # also takes in registrations and acks
+        registered = self.bootstrap_server.registered
+        ready = [r for r in self.queue if r.bootstrap_room in registered]
+        self.queue = [r for r in self.queue if r.bootstrap_room not in registered]
+        return [(r, registered[r.bootstrap_room]) for r in ready]
+
+
+class PrefillInflightQueue:
+    """Requests whose KV rows and first token were sent, until their decode half acknowledges them."""
+
+    def __init__(self, bootstrap_server: BootstrapServer):
+        self.queue: list[Req] = []
+        self.bootstrap_server = bootstrap_server
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def add(self, req: Req) -> None:
+        self.queue.append(req)
+
+    def remove(self, req: Req) -> bool:
+        return False  # its KV is on the way: an abort finishes it when the ack comes
+
+    def pop_transferred(self) -> list[Req]:
+        """The acknowledged requests, in the order they were sent; their rooms are forgotten."""
+        server = self.bootstrap_server
+        acked = [r for r in self.queue if r.bootstrap_room in server.acked]
+        for req in acked:
+            self.queue.remove(req)
+            server.acked.discard(req.bootstrap_room)
+            server.registered.pop(req.bootstrap_room, None)
+        return acked
+
+
 class SchedulerDisaggregationPrefillMixin:
     def init_disagg_prefill(self, context: zmq.Context) -> None:
-        self.disagg_prefill_bootstrap_queue: list[Req] = []
-        self.disagg_prefill_inflight_queue: list[Req] = []
         self.bootstrap_server = BootstrapServer(context, self.server_args.disaggregation_bootstrap_port)
         self.kv_sender = KVSender(context)
+        self.disagg_prefill_bootstrap_queue = PrefillBootstrapQueue(self.bootstrap_server)
+        self.disagg_prefill_inflight_queue = PrefillInflightQueue(self.bootstrap_server)
+        self.disagg_queues = [self.disagg_prefill_bootstrap_queue, self.disagg_prefill_inflight_queue]
+        self.add_request_to_queue = self.disagg_prefill_bootstrap_queue.add
+        self.peer_socket = self.bootstrap_server.socket
 
-    def process_disagg_prefill_bootstrap_queue(self) -> None:
-        """Requests whose decode half has registered for their room go on to the waiting queue, in order."""
-        self.bootstrap_server.poll()
-        registered = self.bootstrap_server.registered
-        for req in [r for r in self.disagg_prefill_bootstrap_queue if r.bootstrap_room in registered]:
-            self.disagg_prefill_bootstrap_queue.remove(req)
+    def run_one_round_disagg_prefill(self, block: bool = False) -> ScheduleBatch | None:
+        return self.run_disagg_round(self.process_disagg_prefill_queues,
+                                     self.process_batch_result_disagg_prefill, block)
+
+    def process_disagg_prefill_queues(self) -> None:
+        for req, peer in self.disagg_prefill_bootstrap_queue.pop_bootstrapped():
             self.waiting_queue.append(req)
-            self.disagg_trace.bootstrapped(req, registered[req.bootstrap_room], entered_waiting=True)
+            self.disagg_trace.bootstrapped(req, peer, entered_waiting=True)
+        self.process_disagg_prefill_inflight_queue()
 
     def process_batch_result_disagg_prefill(self, batch: ScheduleBatch,
                                             result: GenerationBatchResult) -> None:
@@ -55,7 +119,7 @@ class SchedulerDisaggregationPrefillMixin:
                 req.output_top_logprobs_idx.append(result.top_logprobs_idx[i])
             self.trace_collector.output_appended(req)
             self.send_kv_chunk(req)
-            self.disagg_prefill_inflight_queue.append(req)
+            self.disagg_prefill_inflight_queue.add(req)
         batch.reqs = [r for r in batch.reqs if r is batch.chunked_req]  # the others never join running_batch
         self.trace_collector.results_processed()
 
@@ -73,12 +137,8 @@ class SchedulerDisaggregationPrefillMixin:
     def process_disagg_prefill_inflight_queue(self) -> None:
         """Requests whose decode half acknowledged the KV finish: their KV goes back (to the tree, or
         freed)."""
-        acked = [r for r in self.disagg_prefill_inflight_queue
-                 if r.bootstrap_room in self.bootstrap_server.acked]
+        acked = self.disagg_prefill_inflight_queue.pop_transferred()
         for req in acked:
-            self.disagg_prefill_inflight_queue.remove(req)
-            self.bootstrap_server.acked.discard(req.bootstrap_room)
-            self.bootstrap_server.registered.pop(req.bootstrap_room, None)
             self.disagg_trace.transfer_done(req)
             # an abort, or a first token that ends it (EOS, max_new_tokens 1)
             req.check_finished(self.tokenizer)

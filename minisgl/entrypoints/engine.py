@@ -142,10 +142,7 @@ class Engine:
 
     def step(self) -> None:
         """One scheduler round, then the detokenizer and the TokenizerManagerCore on what it sent out."""
-        if self.scheduler.enable_overlap:  # forms round N+1 and processes round N-1 while round N runs
-            self.scheduler.run_one_round_overlap()
-        else:
-            self.scheduler.run_one_round()
+        self.scheduler.run_round()  # the overlap round forms round N+1 and processes N-1 while N runs
         for token_out in self._to_detokenizer.recv_all():
             # in one process the text comes straight back: a send and its receive
             self._to_tokenizer.send(self.detokenizer.handle_batch_token_id_out(token_out))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from minisgl.disaggregation.utils import DisaggregationMode
 from minisgl.sampling.sampling_params import SamplingParams
 from minisgl.scheduler.finish_reason import FINISH_ABORT
 from minisgl.scheduler.io_struct import BatchTokenIDOutput, TokenizedGenerateReqInput
@@ -17,8 +16,6 @@ if TYPE_CHECKING:
 
 class SchedulerOutputProcessorMixin:
     def process_batch_result(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
-        if self.disaggregation_mode == DisaggregationMode.PREFILL:  # the KV goes to a decode server
-            return self.process_batch_result_disagg_prefill(batch, result)
         self.trace_collector.sampled(batch, result)
         if batch.forward_mode.is_target_verify():  # accept drafts: speculative/ngram_worker.py
             self.spec_worker.process_verify_result(self, batch, result)

@@ -2,8 +2,8 @@
 
     recv_requests -> process_input_requests -> get_next_batch_to_run -> run_batch -> process_batch_result
 
-(event_loop_overlap, in scheduler_overlap.py, runs a round's forward on a thread of its own meanwhile;
-with --disaggregation-mode, process_disagg_queues pairs and transfers requests: minisgl/disaggregation/.)
+`run_round` is chosen once: this round, the overlap one (a forward on its own thread: scheduler_overlap.py)
+or a PD server's, which also moves its pairing and transfer queues on (--disaggregation-mode).
 
 State kept across rounds:
     waiting_queue  requests not yet admitted (new, or retracted to make room)
@@ -39,8 +39,8 @@ from minisgl.scheduler.scheduler_metrics_mixin import SchedulerMetricsMixin
 from minisgl.scheduler.scheduler_overlap import SchedulerOverlapMixin
 from minisgl.scheduler.scheduler_runtime_checker_mixin import SchedulerRuntimeCheckerMixin
 from minisgl.scheduler.tp_worker import TpModelWorker
-from minisgl.scheduler.utils import GenerationBatchResult
 from minisgl.scheduler.trace_collector import SchedulerTraceCollector
+from minisgl.scheduler.utils import GenerationBatchResult, validate_input_length
 from minisgl.server_args import ServerArgs
 from minisgl.speculative.ngram_worker import NGRAMWorker
 
@@ -86,17 +86,21 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         self.engine_paused = False  # /pause_generation: messages are handled, no batch runs
         self.init_overlap()  # result_queue, and the forward thread when --enable-overlap-schedule
         self.init_disaggregation()  # the queues of --disaggregation-mode prefill|decode
+        # the round this scheduler runs, chosen once (as SGLang's dispatch_event_loop chooses a loop)
+        pd_rounds = {DisaggregationMode.PREFILL: self.run_one_round_disagg_prefill,
+                     DisaggregationMode.DECODE: self.run_one_round_disagg_decode}
+        single = self.run_one_round_overlap if self.enable_overlap else self.run_one_round
+        self.run_round = pd_rounds.get(self.disaggregation_mode, single)
 
     # ---- the loop ---------------------------------------------------------------------------------
-    def event_loop_normal(self) -> None:
+    def event_loop(self) -> None:
         while True:
-            self.run_one_round(block=True)
+            self.run_round(block=True)
 
     def run_one_round(self, block: bool = False) -> ScheduleBatch | None:
         self.trace_collector.round_begin()
         recv_reqs = self.recv_requests(block=block and self.nothing_to_run())
         self.process_input_requests(recv_reqs)
-        self.process_disagg_queues()
         batch = self.get_next_batch_to_run()
         self.cur_batch = batch
         if batch is not None:
@@ -114,7 +118,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         pending = self.last_batch is not None and self.last_batch.forward_mode.is_extend() and any(
             not r.finished() for r in self.last_batch.reqs)
         return (not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None
-                and not pending and not self.result_queue and not self.disagg_busy())
+                and not pending and not self.result_queue and not any(self.disagg_queues))
 
     def nothing_to_run(self) -> bool:  # idle, or paused with no result left: wait for a message
         return self.is_idle() or (self.engine_paused and not self.result_queue)
@@ -146,15 +150,9 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         if recv_req.rid in self.rid_to_req:
             return self._refuse(recv_req,
                                 f"duplicate request id {recv_req.rid!r}: a request with it is running")
-        if n == 0:
-            return self._refuse(recv_req, "the prompt is empty: at least one input token is needed")
-        if why := self.disagg_refusal(recv_req):
+        if why := (validate_input_length(n, self.max_req_len, self.model_runner.context_len,
+                                         self.token_to_kv_pool.size) or self.disagg_refusal(recv_req)):
             return self._refuse(recv_req, why)
-        if n >= self.max_req_len:
-            return self._refuse(recv_req, f"the prompt has {n} tokens, but at most {self.max_req_len - 1} "
-                                f"fit: the limit is {self.max_req_len} tokens (context length "
-                                f"{self.model_runner.context_len}, KV cache {self.token_to_kv_pool.size} "
-                                "slots) and one output token needs room")
         asked = params.max_new_tokens
         if asked is None:  # "until the context is full"
             params.max_new_tokens = self.max_req_len - n
@@ -174,9 +172,9 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
     def _add_request_to_queue(self, req: Req) -> None:
         """NULL: the waiting queue. PREFILL: wait for the decode half first; DECODE: for KV slots first."""
         if self.disaggregation_mode == DisaggregationMode.PREFILL:
-            self.disagg_prefill_bootstrap_queue.append(req)
+            self.disagg_prefill_bootstrap_queue.add(req)
         elif self.disaggregation_mode == DisaggregationMode.DECODE:
-            self.disagg_decode_prealloc_queue.append(req)
+            self.disagg_decode_prealloc_queue.add(req)
         else:
             self.waiting_queue.append(req)
 
@@ -184,7 +182,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         req = self.rid_to_req.get(recv_req.rid)
         if req is None:
             return
-        where = "waiting" if req in self.waiting_queue or self.disagg_remove_waiting(req) else "running"
+        waiting = req in self.waiting_queue or any(q.remove(req) for q in self.disagg_queues)  # PD: no KV yet
+        where = "waiting" if waiting else "running"
         self.trace_collector.abort_requested(req, where)
         if where == "waiting":  # holds no KV: finish it now
             if req in self.waiting_queue:

@@ -22,8 +22,8 @@ from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from minisgl.scheduler.utils import GenerationBatchResult
 from minisgl.scheduler.tp_worker_overlap_thread import TpModelWorkerClient
+from minisgl.scheduler.utils import GenerationBatchResult
 
 if TYPE_CHECKING:
     from minisgl.scheduler.schedule_batch import ScheduleBatch
@@ -36,10 +36,6 @@ class SchedulerOverlapMixin:
         self.result_queue: deque[tuple[ScheduleBatch, list[int], int]] = deque()
         self.tp_worker_client = (TpModelWorkerClient(self.tp_worker, self.server_args.max_running_requests)
                                  if self.enable_overlap else None)
-
-    def event_loop_overlap(self) -> None:
-        while True:
-            self.run_one_round_overlap(block=True)
 
     def run_one_round_overlap(self, block: bool = False) -> ScheduleBatch | None:
         self.trace_collector.round_begin()

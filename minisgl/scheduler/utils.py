@@ -1,6 +1,7 @@
-"""GenerationBatchResult: what a round's forward gives back to the scheduler (SGLang keeps it in
-managers/utils.py). A leaf module: the model workers make it, the scheduler's result processing and the
-trace collector read it, and none of them imports another for it."""
+"""Two things SGLang keeps in managers/utils.py: GenerationBatchResult, what a round's forward gives back to
+the scheduler, and validate_input_length, the check of a new prompt's length. A leaf module: the model
+workers make the result, the scheduler's result processing and the trace collector read it, and none of
+them imports another for it."""
 
 from __future__ import annotations
 
@@ -15,3 +16,15 @@ class GenerationBatchResult:
     # per request, its top_logprobs_num best; None if nobody asked
     top_logprobs_val: list[list[float]] | None = None
     top_logprobs_idx: list[list[int]] | None = None
+
+
+def validate_input_length(n: int, max_req_len: int, context_len: int, kv_slots: int) -> str | None:
+    """Why a prompt of n tokens cannot run, or None: it needs at least one token, and room for one output
+    token under max_req_len (the smaller of the context length and the KV cache's slots)."""
+    if n == 0:
+        return "the prompt is empty: at least one input token is needed"
+    if n >= max_req_len:
+        return (f"the prompt has {n} tokens, but at most {max_req_len - 1} fit: the limit is {max_req_len} "
+                f"tokens (context length {context_len}, KV cache {kv_slots} slots) and one output token "
+                "needs room")
+    return None

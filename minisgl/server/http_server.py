@@ -2,7 +2,7 @@
 it, is in server_lifecycle.py).
 
     main process         FastAPI + uvicorn, OpenAIServingChat / OpenAIServingCompletion, TokenizerManager
-    scheduler process    ModelRunner + Scheduler.event_loop_normal      (minisgl/server/scheduler_process.py)
+    scheduler process    ModelRunner + Scheduler.event_loop             (minisgl/server/scheduler_process.py)
     detokenizer process  DetokenizerManager loop        (minisgl/detokenizer/detokenizer_process.py)
 """
 

@@ -49,10 +49,8 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
     try:
         if dp_rank is not None:
             _event_loop_reporting_load(scheduler, port_args)
-        elif server_args.overlap_schedule():
-            scheduler.event_loop_overlap()
         else:
-            scheduler.event_loop_normal()
+            scheduler.event_loop()
     except Exception as e:
         logger.exception("the scheduler crashed")
         pipe_writer.send({"status": "died", "message": one_line(e)})
@@ -60,15 +58,14 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
 
 
 def _event_loop_reporting_load(scheduler, port_args: PortArgs) -> None:
-    """event_loop_normal (or _overlap), and after each round the rank's load to the DataParallelController
+    """The scheduler's event_loop, and after each round the rank's load to the DataParallelController
     when it changed (SGLang's schedulers send WatchLoadUpdateReq for the same purpose): shortest_queue
     dispatches by it."""
     sender = PushSender(zmq.Context.instance(), port_args.dp_controller_load_ipc_name,
                         dst="data_parallel_controller")
     last = None
-    run_one_round = scheduler.run_one_round_overlap if scheduler.enable_overlap else scheduler.run_one_round
     while True:
-        run_one_round(block=True)
+        scheduler.run_round(block=True)
         load = scheduler.get_load()
         if (load.num_running_reqs, load.num_waiting_reqs) != last:
             last = (load.num_running_reqs, load.num_waiting_reqs)
