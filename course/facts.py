@@ -5,7 +5,7 @@ Two kinds of name:
   chunked_prefill_size, ...), `rounds` (the last round), `requests` (how many the scheduler received),
   `tokens.RID` (how many tokens RID got),
   `output.RID` (RID's decoded text, quoted), `input_len.RID`, `cached_tokens.RID`.
-- a plain `key`: the page's own fact, from `course/lessons/<page>.py` (`facts(traces) -> dict`).
+- a plain `key`: the page's own fact, from `course/page_facts/<page>.py` (`facts(traces) -> dict`).
 
 A value is shown as text: an int as digits, a list joined by ", ", a string as it is.
 """
@@ -25,8 +25,9 @@ class FactError(LookupError):
 
 
 def page_module(slug: str):
-    """The facts module of a lesson page (`lessons/radix-cache.md` -> course.lessons.radix_cache), or None."""
-    name = "course.lessons." + slug.replace("-", "_")
+    """The facts module of a lesson page (`lessons/radix-cache.md` -> course.page_facts.radix_cache), or
+    None."""
+    name = "course.page_facts." + slug.replace("-", "_")
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as e:

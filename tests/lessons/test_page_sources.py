@@ -100,7 +100,7 @@ def test_each_lesson_has_figures_a_try_block_and_questions(page: Path):
     kinds = [parse(m.group(0)).kind for m in PLACEHOLDER.finditer(text)]
     if page_slug(page.name) != "production":
         assert "figure" in kinds and "events" in kinds and "try" in kinds, page.name
-        assert page_module(page_slug(page.name)) is not None, f"{page.name} has no course/lessons module"
+        assert page_module(page_slug(page.name)) is not None, f"{page.name} has no course/page_facts module"
     assert '??? question' in text, page.name
     assert "SGLang" in text, page.name
 

@@ -1,6 +1,6 @@
 """The speculative decoding part of lessons/overlap.md (scenario ngram_speculative): a TARGET_VERIFY round row
 by row, each draft kept or thrown away, and the KV slots of the rejected ones freed. Not a page of its own:
-course/lessons/overlap.py quotes these facts."""
+course/page_facts/overlap.py quotes these facts."""
 
 from __future__ import annotations
 

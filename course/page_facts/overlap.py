@@ -1,13 +1,13 @@
 """Facts for lessons/overlap.md: the overlap scheduler round by round (overlap_schedule): each round formed
 while the previous one still runs on the forward thread, FutureMap placeholders and the round that resolves
 them, results and finishes one round late, the extra row of a finished request; and n-gram speculative
-decoding's draft, verify and accept rows (ngram_speculative, in course/lessons/speculative.py)."""
+decoding's draft, verify and accept rows (ngram_speculative, in course/page_facts/speculative.py)."""
 
 from __future__ import annotations
 
 from course.blocks import batch_rows
-from course.lessons import speculative
-from course.lessons.speculative import prompt, quote
+from course.page_facts import speculative
+from course.page_facts.speculative import prompt, quote
 from minisgl.scenarios.look import events
 from tracer.fmt import ranges
 
