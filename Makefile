@@ -148,7 +148,7 @@ system-packages:
 # engine's own component, every mutant graded like a learner's file (differential check, traces, unit tests);
 # prints the table on the labs page and records it in the lab's catalog folder. Minutes per lab, so not part
 # of `make test` (which grades a sample of one lab's mutants).
-# LABS="radix_tree add_one_req" runs some; EVERY=N grades every Nth mutant only.
+# LABS="radix_cache add_one_req" runs some; EVERY=N grades every Nth mutant only.
 LABS  ?=
 EVERY ?= 1
 lab-mutants: $(STAMP)

@@ -1,5 +1,5 @@
 """Facts for lessons/scheduler-loop.md: the five batch variables round by round (admission_budgets),
-chunked_req (chunked_prefill), and the rounds of the next_batch lab's scenario (mixed_round)."""
+chunked_req (chunked_prefill), and the rounds of the get_next_batch_to_run lab's scenario (mixed_round)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,8 @@ def _chunked(t) -> dict:
 
 
 def _mixed(t) -> dict:
-    """The next_batch lab grades on mixed_round: its rounds in the same table, up to its last batch."""
+    """The get_next_batch_to_run lab grades on mixed_round: its rounds in the same table, up to its last
+    batch."""
     last = max(ev.round for ev in events(t, "sched.round_end"))
     mixed = _one(t, "sched.batch_formed", lambda ev: ev.get("forward_mode") == "MIXED")
     return {"m_table_en": table(t, last, "en"), "m_table_zh": table(t, last, "zh"),

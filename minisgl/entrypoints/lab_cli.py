@@ -58,8 +58,11 @@ def _ws(args):
 
 
 def _lab(name: str):
-    from minisgl.labs.catalog import UnknownLab, get
+    from minisgl.labs.catalog import RENAMED, UnknownLab, get
 
+    if (new := RENAMED.get(name.replace("-", "_"))) is not None:
+        print(f"minisgl lab: note: lab {name} is now called {new} (after the component you write)",
+              file=sys.stderr)
     try:
         return get(name)
     except UnknownLab as e:

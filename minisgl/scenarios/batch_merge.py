@@ -1,5 +1,5 @@
-"""A grading scenario of the next_batch lab: a merge without mixed chunks, which the lesson's example
-(--enable-mixed-chunk, whose MIXED rounds empty running_batch) never makes.
+"""A grading scenario of the get_next_batch_to_run lab: a merge without mixed chunks, which the lesson's
+example (--enable-mixed-chunk, whose MIXED rounds empty running_batch) never makes.
 
 B and C are prefilled together in round 2, an EXTEND round, while A waits; B finishes in that round
 (max_new_tokens 1). In round 3 the merge drops B and C joins running_batch behind A, so the decode rows are

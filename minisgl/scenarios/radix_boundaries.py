@@ -1,4 +1,4 @@
-"""A grading scenario of the radix_tree lab: the radix cache at its boundaries, which the lesson's example
+"""A grading scenario of the radix_cache lab: the radix cache at its boundaries, which the lesson's example
 never reaches. Token ids are given directly, so every length is exact:
 
 - B's prompt is the first 6 of A's cached tokens: its match splits A's node, its insert splits it again, and

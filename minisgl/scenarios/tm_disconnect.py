@@ -1,4 +1,4 @@
-"""A grading scenario of the tm_loop lab: a client without stream that goes away. Nothing reaches such a
+"""A grading scenario of the tm_wait_loop lab: a client without stream that goes away. Nothing reaches such a
 client until its request finishes, so only the waiter's poll notices it left: every DISCONNECT_POLL_S without
 news, _wait_one_response asks the connection, and on a closed one sends AbortReq and answers 499.
 

@@ -1,4 +1,4 @@
-"""A grading scenario of the tm_loop lab: what the lesson's example (one streamed chat) never asks of the
+"""A grading scenario of the tm_wait_loop lab: what the lesson's example (one streamed chat) never asks of the
 TokenizerManager: a request without stream (its waiter yields once, at the finish), then a /flush_cache,
 whose reply (FlushCacheReqOutput) the receive loop must hand to the waiting endpoint."""
 

@@ -1,4 +1,4 @@
-"""A grading scenario of the tm_loop lab: a request the scheduler refuses. The TokenizerManager refuses
+"""A grading scenario of the tm_wait_loop lab: a request the scheduler refuses. The TokenizerManager refuses
 what it can check itself (too long, empty, a duplicate rid) before sending; what only the scheduler knows
 comes back as the request's one output, finished as abort with an HTTP status, which _wait_one_response must
 raise (`refusal(meta)`) rather than yield as text. A decode server of a PD pair (--disaggregation-mode

@@ -19,6 +19,15 @@ def test_there_are_labs_for_the_course():
     assert len({lab.component for lab in LABS}) == len(LABS), "two labs swap the same component"
 
 
+def test_each_lab_is_named_after_the_component_the_learner_writes():
+    """One name per lab: its id is the component's id and the learner's file's stem (earlier names resolve)."""
+    from minisgl.labs.catalog import RENAMED, get
+
+    for lab in LABS:
+        assert lab.name == lab.component == lab.file.removesuffix(".py"), lab
+    assert all(get(old).name == new for old, new in RENAMED.items())
+
+
 @pytest.mark.parametrize("lab", LABS, ids=IDS)
 def test_the_card_points_at_real_things(lab):
     from minisgl.scenarios import NAMES

@@ -21,22 +21,23 @@ def lab(*args: str, cwd: Path, input: str | None = None) -> subprocess.Completed
 
 
 def test_the_workspace_commands(tmp_path):
-    assert "radix_tree" in lab("list", cwd=tmp_path).stdout
-    started = lab("start", "radix_tree", cwd=tmp_path)
+    assert "radix_cache" in lab("list", cwd=tmp_path).stdout
+    started = lab("start", "radix_cache", cwd=tmp_path)
     assert started.returncode == 0, started.stderr
-    mine = tmp_path / "ws" / "radix_tree" / "radix_cache.py"
-    assert mine.read_text() == (REPO / "minisgl/labs/catalog/radix_tree/starter.py").read_text()
-    assert (tmp_path / "ws" / "radix_tree" / "README.md").exists()
-    again = lab("start", "radix_tree", cwd=tmp_path)
+    mine = tmp_path / "ws" / "radix_cache" / "radix_cache.py"
+    assert mine.read_text() == (REPO / "minisgl/labs/catalog/radix_cache/starter.py").read_text()
+    assert (tmp_path / "ws" / "radix_cache" / "README.md").exists()
+    again = lab("start", "radix_cache", cwd=tmp_path)
     assert again.returncode == 2 and "exists already" in again.stderr
-    assert "hint 1 of" in lab("hint", "radix_tree", cwd=tmp_path).stdout
-    assert "hint 2 of" in lab("hint", "radix_tree", cwd=tmp_path).stdout
+    assert "hint 1 of" in lab("hint", "radix_cache", cwd=tmp_path).stdout
+    renamed = lab("hint", "radix_tree", cwd=tmp_path)  # the lab's earlier name still finds it, and says so
+    assert "hint 2 of" in renamed.stdout and "lab radix_tree is now called radix_cache" in renamed.stderr
     mine.write_text(mine.read_text() + "\n# my change\n")
     status = lab("status", cwd=tmp_path).stdout
-    assert "radix_tree" in status and "edited" in status and "2/" in status
-    kept = lab("reset", "radix_tree", cwd=tmp_path, input="n\n")
+    assert "radix_cache" in status and "edited" in status and "2/" in status
+    kept = lab("reset", "radix_cache", cwd=tmp_path, input="n\n")
     assert kept.returncode == 1 and "# my change" in mine.read_text()
-    assert lab("reset", "radix_tree", "--yes", cwd=tmp_path).returncode == 0
+    assert lab("reset", "radix_cache", "--yes", cwd=tmp_path).returncode == 0
     assert "# my change" not in mine.read_text() and "# my change" in (mine.parent / "radix_cache.py.bak").read_text()
     bad = lab("grade", "no_such_lab", cwd=tmp_path)
     assert bad.returncode != 0 and "no lab named 'no_such_lab'" in bad.stderr
@@ -45,13 +46,13 @@ def test_the_workspace_commands(tmp_path):
 @pytest.mark.slow
 def test_one_broken_line_shows_the_first_divergent_event_and_the_round_side_by_side(tmp_path, scenario_runs):
     reference = scenario_runs("radix_cache").folder
-    assert lab("start", "radix_tree", cwd=tmp_path).returncode == 0
-    mine = tmp_path / "ws" / "radix_tree" / "radix_cache.py"
+    assert lab("start", "radix_cache", cwd=tmp_path).returncode == 0
+    mine = tmp_path / "ws" / "radix_cache" / "radix_cache.py"
     correct = (REPO / "minisgl/mem_cache/radix_cache.py").read_text()
     broken = correct.replace("        heapq.heapify(leaves)\n", "        leaves.sort(reverse=True)\n")
     assert broken != correct
     mine.write_text(broken)
-    out = lab("grade", "radix_tree", "--reference-trace", reference, "--json", str(tmp_path / "results.json"),
+    out = lab("grade", "radix_cache", "--reference-trace", reference, "--json", str(tmp_path / "results.json"),
               cwd=tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     text = out.stdout
@@ -64,7 +65,7 @@ def test_one_broken_line_shows_the_first_divergent_event_and_the_round_side_by_s
     assert "the shortest sequence that shows it" in text and "# engine:" in text and "<- yours:" in text
     assert "first divergence: event #" in text and "kv.free" in text
     assert text.index("score: ") < text.index("unit tests' output: ") < text.index("next: `minisgl lab hint")
-    hint = lab("hint", "radix_tree", cwd=tmp_path).stdout
+    hint = lab("hint", "radix_cache", cwd=tmp_path).stdout
     assert "fits what your last grade saw diverge" in hint and "evict" in hint
     svg = Path(text.split("drawn expected | got: ")[1].split()[0])
     root = ET.parse(svg).getroot()
@@ -85,7 +86,7 @@ def test_a_crash_and_an_endless_loop_are_reported_not_inherited(tmp_path, scenar
     from minisgl.labs.catalog import get
     from minisgl.labs.trace_grade import run_trace
 
-    radix = get("radix_tree")
+    radix = get("radix_cache")
     correct = (REPO / "minisgl/mem_cache/radix_cache.py").read_text()
     crash = tmp_path / "crash.py"
     crash.write_text(correct.replace("    def evict(self, num_tokens: int) -> list[torch.Tensor]:\n",

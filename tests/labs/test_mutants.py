@@ -11,7 +11,7 @@ from minisgl.labs.mutants import equivalent, learner_functions, make_mutants, ru
 
 
 def test_the_mutants_are_the_learners_lines():
-    lab = get("radix_tree")
+    lab = get("radix_cache")
     assert learner_functions(lab) == ["RadixCache.match_prefix", "RadixCache._insert_helper",
                                       "RadixCache._split_node", "RadixCache.inc_lock_ref",
                                       "RadixCache.dec_lock_ref", "RadixCache.evict"]
@@ -24,7 +24,7 @@ def test_the_mutants_are_the_learners_lines():
 
 @pytest.mark.slow
 def test_a_sample_of_the_radix_trees_mutants_is_killed_by_the_differential_check_or_the_trace(base_engine):
-    table, mutants = run_lab(get("radix_tree"), every=10, say=lambda s: None, engine=base_engine)
+    table, mutants = run_lab(get("radix_cache"), every=10, say=lambda s: None, engine=base_engine)
     survivors = [f"{m.id}: {m.before} -> {m.after}" for m in mutants if not m.caught_by and not m.why]
     assert not survivors, "\n".join(survivors)
     assert table.by_tests_only == 0 and table.rate() == 1.0

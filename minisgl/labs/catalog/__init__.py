@@ -12,6 +12,12 @@ from minisgl.labs.lab import Lab
 HERE = Path(__file__).resolve().parent
 
 
+# the labs' earlier names: each lab is now named after the component the learner writes (and its file)
+RENAMED = {"radix_tree": "radix_cache", "chunked_prefill": "add_chunked_req",
+           "next_batch": "get_next_batch_to_run", "detokenizer": "decode_incremental",
+           "tm_loop": "tm_wait_loop"}
+
+
 class UnknownLab(LookupError):
     pass
 
@@ -31,6 +37,7 @@ def names() -> list[str]:
 
 def get(name: str) -> Lab:
     key = name.replace("-", "_")
+    key = RENAMED.get(key, key)
     if not (HERE / key / "lab.py").exists():
         known = _names()
         raise UnknownLab(f"no lab named {name!r}; `minisgl lab list` shows the {len(known)} there are: "
