@@ -116,7 +116,6 @@ class SchedulerDisaggregationDecodeMixin:
         self.disagg_decode_prealloc_queue = DecodePreallocQueue(self, self.kv_receiver, self.bootstrap_client)
         self.disagg_decode_transfer_queue = DecodeTransferQueue(self.kv_receiver)
         self.disagg_queues = [self.disagg_decode_prealloc_queue, self.disagg_decode_transfer_queue]
-        self.add_request_to_queue = self.disagg_decode_prealloc_queue.add
         self.peer_socket = self.kv_receiver.socket
 
     def run_one_round_disagg_decode(self, block: bool = False) -> ScheduleBatch | None:

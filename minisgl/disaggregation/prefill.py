@@ -91,7 +91,6 @@ class SchedulerDisaggregationPrefillMixin:
         self.disagg_prefill_bootstrap_queue = PrefillBootstrapQueue(self.bootstrap_server)
         self.disagg_prefill_inflight_queue = PrefillInflightQueue(self.bootstrap_server)
         self.disagg_queues = [self.disagg_prefill_bootstrap_queue, self.disagg_prefill_inflight_queue]
-        self.add_request_to_queue = self.disagg_prefill_bootstrap_queue.add
         self.peer_socket = self.bootstrap_server.socket
 
     def run_one_round_disagg_prefill(self, block: bool = False) -> ScheduleBatch | None:

@@ -18,11 +18,10 @@ _EMPTY = torch.empty(0, dtype=torch.int64)
 
 class Req:
     def __init__(self, rid: str, origin_input_ids: list[int], sampling_params: SamplingParams,
-                 eos_token_ids: set[int], *, stream: bool = False, input_text: str | None = None,
+                 eos_token_ids: set[int], *, stream: bool = False,
                  return_logprob: bool = False, top_logprobs_num: int = 0, bootstrap_host: str | None = None,
                  bootstrap_port: int | None = None, bootstrap_room: int | None = None):
         self.rid = rid
-        self.origin_input_text = input_text
         self.origin_input_ids = origin_input_ids
         self.sampling_params = sampling_params
         self.eos_token_ids = eos_token_ids

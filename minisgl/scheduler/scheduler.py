@@ -161,7 +161,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
             logger.warning("rid %s: max_new_tokens %d clamped to %d (prompt %d + output must fit %d)",
                            recv_req.rid, asked, params.max_new_tokens, n, self.max_req_len)
         req = Req(recv_req.rid, list(recv_req.input_ids), params, eos_token_ids=self.eos_token_ids,
-                  stream=recv_req.stream, input_text=recv_req.input_text,
+                  stream=recv_req.stream,
                   return_logprob=recv_req.return_logprob, top_logprobs_num=recv_req.top_logprobs_num,
                   bootstrap_host=recv_req.bootstrap_host, bootstrap_port=recv_req.bootstrap_port,
                   bootstrap_room=recv_req.bootstrap_room)

@@ -81,7 +81,6 @@ class NGRAMWorker:
         self.min_window = server_args.speculative_ngram_min_match_window_size
         self.max_window = server_args.speculative_ngram_max_match_window_size
         self.stats = SpecStats()
-        self.last_outcome: VerifyOutcome | None = None
 
     # ---- propose ----------------------------------------------------------------------------------
     def propose(self, req: Req, room: int) -> list[int]:
@@ -155,7 +154,6 @@ class NGRAMWorker:
         self.stats.verify_rounds += 1
         self.stats.proposed += sum(outcome.draft_lens)
         self.stats.accepted += sum(outcome.accepted_lens)
-        self.last_outcome = outcome
         sched.trace_collector.spec_verified(batch, outcome)
         sched.trace_collector.results_processed()
         sched.stream_output(batch.reqs)
