@@ -115,3 +115,29 @@ def test_each_lesson_ends_with_a_change_a_number_question(page: Path):
     for ph in asks:
         assert ph.pos and ("set" in ph.kw or "prompt" in ph.kw) and ph.kw.get("ask"), ph.text
         assert CJK.search(ph.kw["ask"]) if page.name.endswith(".zh.md") else not CJK.search(ph.kw["ask"])
+
+
+def _defined_in_minisgl() -> set[str]:
+    """Every class, function, attribute and dataclass field name defined under minisgl/."""
+    names: set[str] = set()
+    for path in (DOCS.parents[1] / "minisgl").rglob("*.py"):
+        src = path.read_text(encoding="utf-8")
+        names.update(re.findall(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)", src, re.M))
+        names.update(re.findall(r"self\.(\w+)\s*(?::[^=\n]+)?=", src))
+        names.update(re.findall(r"^\s+(\w+)\s*:\s*[\w\[\]|., ]+(?:=|$)", src, re.M))
+    return names
+
+
+@pytest.mark.parametrize("page", ["tokenizer-manager.md", "tokenizer-manager.zh.md"])
+def test_the_source_documents_names_map_onto_what_minisgl_defines(page: str):
+    """The table that maps the Chinese source document's mini-sglang names onto SGLang's and this project's:
+    every name in its minisgl column is defined under minisgl/, so a rename cannot leave it behind."""
+    text = (LESSONS / page).read_text(encoding="utf-8")
+    section = text.split("{ #mini-sglang-names }", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 12, rows
+    defined = _defined_in_minisgl()
+    for row in rows:
+        for name in re.findall(r"`([\w.]+)`", row.strip("|").split("|")[-1]):
+            missing = [part for part in name.split(".") if part not in defined]
+            assert not missing, f"{page}: {name} ({missing} not defined under minisgl/)"
