@@ -27,15 +27,16 @@ SHARED_GROUPS = [
     # the session's `minisgl serve`
     ("server", {"server"}),
 ]
-# modules of about a minute or more (measured with --durations), longest first, started before the rest so
-# none of them is left for the end (`make test` passes --no-loadscope-reorder, which keeps this order)
+# modules of about a minute or more (measured with --durations), started before the rest so none of them is
+# left for the end (`make test` passes --no-loadscope-reorder, which keeps this order). The lesson site comes
+# first: the worker that builds it makes every scenario run, the changed runs and the site at the start, so
+# no other module waits for them later. The rest, longest first; those that read the built site last.
 LONG_MODULES = [
+    "tests/lessons/test_site.py",
     "tests/labs/test_bugs.py",
-    "tests/scenarios/test_scenarios.py",
     "tests/scheduler/test_equivalence.py",
     "tests/scheduler/test_ngram_spec.py",
-    "tests/lessons/test_browser.py",
-    "tests/lessons/test_site.py",
+    "tests/scenarios/test_scenarios.py",
     "tests/labs/test_catalog.py",
     "tests/tui/test_snapshots.py",
     "tests/labs/test_cli.py",
@@ -50,6 +51,7 @@ LONG_MODULES = [
     "tests/scheduler/test_random_workloads.py",
     "tests/server/test_router.py",
     "tests/server/test_pd_disaggregation.py",
+    "tests/lessons/test_browser.py",
     "tests/lessons/test_figures.py",
 ]
 
