@@ -22,7 +22,7 @@ import zmq
 
 from minisgl.disaggregation.bootstrap import BootstrapClient
 from minisgl.disaggregation.kv_transfer import KVMessage, KVReceiver, scatter_kv
-from minisgl.disaggregation.utils import local_address_towards
+from minisgl.disaggregation.utils import RequestQueue, local_address_towards
 
 if TYPE_CHECKING:
     from minisgl.scheduler.req import Req
@@ -31,25 +31,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class DecodePreallocQueue:
+class DecodePreallocQueue(RequestQueue):
     """New requests, until the KV budget lets them take slots for their prompt and register their room."""
 
     def __init__(self, sched, kv_receiver: KVReceiver, bootstrap_client: BootstrapClient):
-        self.queue: list[Req] = []
+        super().__init__()
         self.sched, self.kv_receiver, self.bootstrap_client = sched, kv_receiver, bootstrap_client
-
-    def __len__(self) -> int:
-        return len(self.queue)
-
-    def add(self, req: Req) -> None:
-        self.queue.append(req)
-
-    def remove(self, req: Req) -> bool:
-        """An abort: the request holds no KV yet, so it is simply taken out (True if it was here)."""
-        if req in self.queue:
-            self.queue.remove(req)
-            return True
-        return False
 
     def pop_preallocated(self, holders: int) -> list[Req]:
         """Preallocate, in arrival order, for as many requests as the KV budget allows; `holders` requests
@@ -76,21 +63,14 @@ class DecodePreallocQueue:
         return done
 
 
-class DecodeTransferQueue:
+class DecodeTransferQueue(RequestQueue):
     """Requests whose slots wait for the prompt's KV rows and first token from the prefill server."""
 
+    holds_kv = True  # its slots wait for the KV: an abort finishes it when the KV arrives
+
     def __init__(self, kv_receiver: KVReceiver):
-        self.queue: list[Req] = []
+        super().__init__()
         self.kv_receiver = kv_receiver
-
-    def __len__(self) -> int:
-        return len(self.queue)
-
-    def add(self, req: Req) -> None:
-        self.queue.append(req)
-
-    def remove(self, req: Req) -> bool:
-        return False  # it holds slots: an abort finishes it when its KV arrives
 
     def pop_transferred(self) -> list[tuple[Req, KVMessage]]:
         """The requests whose KV arrived, each with its message, in arrival order."""

@@ -20,6 +20,7 @@ import zmq
 
 from minisgl.disaggregation.bootstrap import BootstrapServer
 from minisgl.disaggregation.kv_transfer import KVSender, gather_kv
+from minisgl.disaggregation.utils import RequestQueue
 from minisgl.scheduler.finish_reason import FINISH_LENGTH
 
 if TYPE_CHECKING:
@@ -28,25 +29,12 @@ if TYPE_CHECKING:
     from minisgl.scheduler.utils import GenerationBatchResult
 
 
-class PrefillBootstrapQueue:
+class PrefillBootstrapQueue(RequestQueue):
     """New requests, until their decode half registers for their room at this server's BootstrapServer."""
 
     def __init__(self, bootstrap_server: BootstrapServer):
-        self.queue: list[Req] = []
+        super().__init__()
         self.bootstrap_server = bootstrap_server
-
-    def __len__(self) -> int:
-        return len(self.queue)
-
-    def add(self, req: Req) -> None:
-        self.queue.append(req)
-
-    def remove(self, req: Req) -> bool:
-        """An abort: the request holds no KV yet, so it is simply taken out (True if it was here)."""
-        if req in self.queue:
-            self.queue.remove(req)
-            return True
-        return False
 
     def pop_bootstrapped(self) -> list[tuple[Req, dict]]:
         """The requests whose decode half has registered, in arrival order, each with that peer."""
@@ -57,21 +45,14 @@ class PrefillBootstrapQueue:
         return [(r, registered[r.bootstrap_room]) for r in ready]
 
 
-class PrefillInflightQueue:
+class PrefillInflightQueue(RequestQueue):
     """Requests whose KV rows and first token were sent, until their decode half acknowledges them."""
 
+    holds_kv = True  # its KV is on the way: an abort finishes it when the ack comes
+
     def __init__(self, bootstrap_server: BootstrapServer):
-        self.queue: list[Req] = []
+        super().__init__()
         self.bootstrap_server = bootstrap_server
-
-    def __len__(self) -> int:
-        return len(self.queue)
-
-    def add(self, req: Req) -> None:
-        self.queue.append(req)
-
-    def remove(self, req: Req) -> bool:
-        return False  # its KV is on the way: an abort finishes it when the ack comes
 
     def pop_transferred(self) -> list[Req]:
         """The acknowledged requests, in the order they were sent; their rooms are forgotten."""

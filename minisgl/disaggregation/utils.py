@@ -1,11 +1,33 @@
-"""DisaggregationMode and the flags of prefill/decode disaggregation (SGLang's names), with their
-validation."""
+"""DisaggregationMode, the flags of prefill/decode disaggregation (SGLang's names) with their validation, and
+RequestQueue, what the four PD queues have in common."""
 
 from __future__ import annotations
 
 import argparse
 import socket
 from enum import Enum
+
+
+class RequestQueue:
+    """Requests in arrival order, as one PD queue holds them (each queue adds its own pop_*)."""
+
+    holds_kv = False  # its requests hold KV slots: an abort waits until their transfer ends
+
+    def __init__(self) -> None:
+        self.queue: list = []
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def add(self, req) -> None:
+        self.queue.append(req)
+
+    def remove(self, req) -> bool:
+        """An abort: a request that holds no KV yet is simply taken out (True if it was here)."""
+        if self.holds_kv or req not in self.queue:
+            return False
+        self.queue.remove(req)
+        return True
 
 
 class DisaggregationMode(Enum):

@@ -89,8 +89,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         # the round this scheduler runs, chosen once (as SGLang's dispatch_event_loop chooses a loop)
         pd_rounds = {DisaggregationMode.PREFILL: self.run_one_round_disagg_prefill,
                      DisaggregationMode.DECODE: self.run_one_round_disagg_decode}
-        single = self.run_one_round_overlap if self.enable_overlap else self.run_one_round
-        self.run_round = pd_rounds.get(self.disaggregation_mode, single)
+        colocated = self.run_one_round_overlap if self.enable_overlap else self.run_one_round
+        self.run_round = pd_rounds.get(self.disaggregation_mode, colocated)
 
     # ---- the loop ---------------------------------------------------------------------------------
     def event_loop(self) -> None:
