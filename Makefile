@@ -120,7 +120,7 @@ router-env:
 TEST_WORKERS ?= 3
 test:
 	@$(MAKE) --no-print-directory -j4 test-setup
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25
 
 # What the tests need, made side by side (`make test` runs this with -j): the Debian packages in one apt-get
 # (apt runs one at a time), mermaid, the router's venv and .venv are independent of each other.

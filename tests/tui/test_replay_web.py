@@ -35,13 +35,16 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-async def _drive(port: int) -> tuple[str, str, str]:
-    """The page, then the app's first screen and its screen after `?`, as the websocket sends them (plain text)."""
+async def _drive(port: int, proc: subprocess.Popen) -> tuple[str, str, str]:
+    """The page, then the app's first screen and its screen after `?`, as the websocket sends them (plain text).
+    The server is waited for as long as it is alive (a loaded machine can take a while to import Textual); the
+    deadline only guards against a server that hangs before it listens."""
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 180
         while True:
+            assert proc.poll() is None, "the server exited before it answered"
             try:
                 async with http.get(f"http://127.0.0.1:{port}/") as r:
                     assert r.status == 200
@@ -64,9 +67,9 @@ async def _drive(port: int) -> tuple[str, str, str]:
                     out += msg.data.decode("utf-8", "replace") if isinstance(msg.data, bytes) else msg.data
                 return ANSI.sub("", out)
 
-            first = await read_until(("help", "quit", "Reqs"), 15)
+            first = await read_until(("help", "quit", "Reqs"), 120)
             await ws.send_str(json.dumps(["stdin", "?"]))
-            after = await read_until(("Esc closes this help", "Panes"), 10)
+            after = await read_until(("Esc closes this help", "Panes"), 60)
     return page, first, after
 
 
@@ -76,7 +79,7 @@ def test_the_app_is_served_in_a_browser_and_stops_with_everything_it_started():
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     server = psutil.Process(proc.pid)
     try:
-        page, first, after = asyncio.run(_drive(port))
+        page, first, after = asyncio.run(_drive(port, proc))
         assert "minisgl replay" in page and "/ws" in page
         assert "next event" not in first  # the help screen is not up before the key ...
         assert "next event" in after  # ... and is after it
