@@ -68,7 +68,7 @@ def run_once(engine: Engine, prompt, params: dict) -> tuple[list[int], float]:
 
 
 def workload(off: Engine, on: Engine, prompts: list, params: dict, repeats: int) -> dict:
-    stats = on.scheduler.spec_worker.stats
+    stats = on.scheduler.model_worker.stats
     before = (stats.proposed, stats.accepted, stats.verify_rounds)
     tokens, t_off, t_on, same = 0, 0.0, 0.0, 0
     for prompt in prompts:

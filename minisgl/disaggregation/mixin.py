@@ -55,7 +55,6 @@ class SchedulerDisaggregationMixin(SchedulerDisaggregationPrefillMixin, Schedule
         batch = self.get_next_batch_to_run()
         self.cur_batch = batch
         if batch is not None:
-            self.trace_collector.batch_formed(batch)
             result = self.run_batch(batch)
             process_batch_result(batch, result)
             self.trace_collector.round_end()

@@ -17,9 +17,7 @@ if TYPE_CHECKING:
 class SchedulerOutputProcessorMixin:
     def process_batch_result(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
         self.trace_collector.sampled(batch, result)
-        if batch.forward_mode.is_target_verify():  # accept drafts: speculative/ngram_worker.py
-            self.spec_worker.process_verify_result(self, batch, result)
-        elif batch.forward_mode.is_decode():
+        if batch.forward_mode.is_decode():
             self.process_batch_result_decode(batch, result)
         else:
             self.process_batch_result_prefill(batch, result)
@@ -37,21 +35,25 @@ class SchedulerOutputProcessorMixin:
             elif req not in batch.decoding_reqs:
                 # the prompt enters the radix tree for others to share
                 self.cache_manager.cache_unfinished_req(req)
-        self.trace_collector.results_processed()
+        self.trace_collector.results_processed(batch, result)
         self.stream_output(batch.reqs)
 
     def process_batch_result_decode(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
         for i, req in enumerate(batch.reqs):
-            self.append_token(req, result, i)
-            if req.finished():
-                self.cache_manager.cache_finished_req(req)
-        self.trace_collector.results_processed()
+            rows = result.rows_of(i)  # its one row; with speculative decoding, its accepted drafts' too
+            for row in rows:
+                self.append_token(req, result, row)
+                if req.finished():  # rows after its end computed KV for tokens it will not have
+                    self.cache_manager.free_slots(batch.out_cache_loc[row + 1 : rows.stop], "finished")
+                    self.cache_manager.cache_finished_req(req)
+                    break
+        self.trace_collector.results_processed(batch, result)
         self.stream_output(batch.reqs)
         batch.filter_batch()  # finished requests leave running_batch now, not next round
 
     def append_token(self, req: Req, result: GenerationBatchResult, i: int) -> None:
         """Take row i's token from the round's result, with its logprob (and the top ones if asked). The one
-        way a token joins a request's output: the NGRAM worker's verify calls it for each accepted token."""
+        way a token joins a request's output."""
         req.output_ids.append(result.next_token_ids[i])
         req.output_logprobs.append(result.logprobs[i])
         if req.top_logprobs_num > 0:

@@ -72,8 +72,10 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         self.max_req_len = min(model_runner.context_len, self.token_to_kv_pool.size)
         self.trace_collector = SchedulerTraceCollector(self)  # every trace event of this process
         self.tp_worker = TpModelWorker(model_runner, self.trace_collector, server_args.random_seed)
-        # --speculative-algorithm NGRAM: decode rounds verify n-gram drafts (speculative/ngram_worker.py)
-        self.spec_worker = NGRAMWorker(server_args) if server_args.speculative_algorithm == "NGRAM" else None
+        # the worker every batch runs on, chosen once: with --speculative-algorithm NGRAM one that wraps the
+        # target model's and verifies n-gram drafts in decode rounds (speculative/ngram_worker.py)
+        self.model_worker = (NGRAMWorker(self.tp_worker, self.cache_manager, server_args)
+                             if server_args.speculative_algorithm == "NGRAM" else self.tp_worker)
 
         self.waiting_queue: list[Req] = []
         self.running_batch: ScheduleBatch = self._empty_batch()
@@ -104,7 +106,6 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         batch = self.get_next_batch_to_run()
         self.cur_batch = batch
         if batch is not None:
-            self.trace_collector.batch_formed(batch)
             result = self.run_batch(batch)
             self.process_batch_result(batch, result)
             self.trace_collector.round_end()
@@ -285,14 +286,12 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         else:
             self.new_token_ratio = max(self.new_token_ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
         batch.prepare_for_decode()
-        if self.spec_worker is not None:
-            self.spec_worker.prepare_for_verify(batch)  # greedy requests with drafts: TARGET_VERIFY rows
         return batch
 
     # ---- running it -------------------------------------------------------------------------------
     def run_batch(self, batch: ScheduleBatch) -> GenerationBatchResult:
         self.forward_ct += 1
-        return self.tp_worker.forward_batch_generation(batch)
+        return self.model_worker.forward_batch_generation(batch)  # it records the batch in the trace
 
     # ---- bookkeeping ------------------------------------------------------------------------------
     def _empty_batch(self) -> ScheduleBatch:

@@ -28,6 +28,12 @@ class TpModelWorker:
         self.sampler.use_kernel = model_runner.use_cpu_kernels
 
     def forward_batch_generation(self, batch: ScheduleBatch) -> GenerationBatchResult:
+        """Record the batch as it runs (the trace's sched.batch_formed), then forward and sample it."""
+        self.trace_collector.batch_formed(batch)
+        return self.forward_and_sample(batch)
+
+    def forward_and_sample(self, batch: ScheduleBatch) -> GenerationBatchResult:
+        """(The overlap loop's forward thread calls this: its scheduler thread recorded the batch.)"""
         forward_batch = ForwardBatch.init_new(batch, self.model_runner)
         self.trace_collector.forward_begin(batch, forward_batch)
         t0 = time.perf_counter()

@@ -60,7 +60,7 @@ class TpModelWorkerClient:
                 with tracer.on_thread(FORWARD_THREAD, round_):
                     batch.input_ids = self.future_map.resolve_future_token_ids(
                         torch.as_tensor(batch.input_ids, dtype=torch.int64))
-                    result = self.worker.forward_batch_generation(batch)
+                    result = self.worker.forward_and_sample(batch)
                 self.future_map.store_to_future_map(future_indices, result.next_token_ids)
                 self.output_queue.put(result)
             except BaseException as e:  # handed to the scheduler thread, which raises it

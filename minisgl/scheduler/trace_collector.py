@@ -35,6 +35,7 @@ class SchedulerTraceCollector:
         self._traced_tree: list[dict] | None = None  # the tree as last emitted: cache.tree only on a change
         self._result_round: int | None = None  # overlap loop: the round whose result is being processed
         self._texts: dict[int, str] = {}  # each token's text, decoded once (at most the vocabulary)
+        self._output_lens: list[int] = []  # speculative round: each request's output length before it
         if not tracer.enabled:
             return
         sched.cache_manager.journal = []
@@ -212,10 +213,13 @@ class SchedulerTraceCollector:
 
     @hook
     def sampled(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
+        if result.accept_lens is not None:  # speculative: what each request had before its accepted tokens
+            self._output_lens = [len(r.output_ids) for r in batch.reqs]
         if tracer.level < LEVEL_TOKENS:
             return
         texts = [self._text(t) for t in result.next_token_ids]
-        attrs = {} if batch.spec_info is None else {"rows": batch.spec_info.num_rows()}  # tokens per rid
+        # speculative verify: tokens per rid (its last token's row and one per draft)
+        attrs = {} if result.draft_lens is None else {"rows": [1 + d for d in result.draft_lens]}
         if self._result_round is not None:  # overlap loop: the round whose batch sampled these
             attrs["batch_round"] = self._result_round
         tracer.event("sched.sampled", rids=[r.rid for r in batch.reqs], type="GenerationBatchResult",
@@ -232,22 +236,22 @@ class SchedulerTraceCollector:
             self._finished(req)
 
     @hook
-    def spec_verified(self, batch: ScheduleBatch, outcome) -> None:
-        """A TARGET_VERIFY round's outcome per request (speculative/ngram_worker.py's VerifyOutcome); the
-        rejected rows' kv.free events (reason rejected) are the pending KV moves, reported before it."""
-        tracer.event("sched.spec_verified", rids=[r.rid for r in batch.reqs], draft_lens=outcome.draft_lens,
-                     verified_rows=[1 + d for d in outcome.draft_lens], accepted_lens=outcome.accepted_lens,
-                     appended_lens=outcome.appended_lens)
-
-    @hook
     def req_finished(self, req: Req) -> None:
         """A request that finished without a token (aborted while waiting)."""
         self._finished(req)
 
     @hook
-    def results_processed(self) -> None:
+    def results_processed(self, batch: ScheduleBatch | None = None,
+                          result: GenerationBatchResult | None = None) -> None:
         """Tokens appended and KV cached: the cache's moves (pending, so reported by the guard) precede
-        the output."""
+        the output. A speculative round's outcome per request follows them (its rejected rows' KV went
+        back before sched.sampled: kv.free, reason rejected)."""
+        if result is None or result.accept_lens is None:
+            return
+        appended = [len(r.output_ids) - n for r, n in zip(batch.reqs, self._output_lens)]
+        tracer.event("sched.spec_verified", rids=[r.rid for r in batch.reqs], draft_lens=result.draft_lens,
+                     verified_rows=[1 + d for d in result.draft_lens], accepted_lens=result.accept_lens,
+                     appended_lens=appended)
 
     @hook
     def round_end(self) -> None:

@@ -10,12 +10,23 @@ from dataclasses import dataclass
 
 @dataclass(kw_only=True)
 class GenerationBatchResult:
-    next_token_ids: list[int]  # one per request in the batch (TARGET_VERIFY: one per row)
+    next_token_ids: list[int]  # one per request in the batch (speculative verify: one per row)
     logprobs: list[float]  # of each next token under the raw logits
     forward_time: float  # seconds spent in the model's forward
     # per request, its top_logprobs_num best; None if nobody asked
     top_logprobs_val: list[list[float]] | None = None
     top_logprobs_idx: list[list[int]] | None = None
+    # speculative decoding (speculative/ngram_worker.py): per request, its draft tokens (its rows are its
+    # last token's and one per draft) and how many of them were accepted; None in every other round
+    draft_lens: list[int] | None = None
+    accept_lens: list[int] | None = None
+
+    def rows_of(self, i: int) -> range:
+        """The rows whose tokens request i takes: its one row, or its first accept_len + 1 rows."""
+        if self.accept_lens is None:
+            return range(i, i + 1)
+        start = i + sum(self.draft_lens[:i])
+        return range(start, start + 1 + self.accept_lens[i])
 
 
 def validate_input_length(n: int, max_req_len: int, context_len: int, kv_slots: int) -> str | None:

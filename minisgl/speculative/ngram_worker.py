@@ -1,15 +1,18 @@
-"""NGRAMWorker: n-gram speculative decoding — propose, verify in one forward, accept.
+"""NGRAMWorker: n-gram speculative decoding, a model worker wrapping the target model's worker (SGLang's
+speculative/ngram_worker.py). The scheduler runs every batch through `self.model_worker`; with
+--speculative-algorithm NGRAM that is this worker, and a decode round becomes propose -> verify -> accept:
 
-A decode round normally runs one row per request and yields one token each. With drafts:
-
-    prepare_for_verify     after prepare_for_decode: each greedy request gets up to K draft tokens
+    prepare_for_verify     the prepared DECODE batch: each greedy request gets up to K draft tokens
                            (ngram_match.py), one KV slot each, and the batch becomes TARGET_VERIFY —
                            per request its last token + drafts as extend rows over its KV
-    (forward)              logits for every row; the sampler takes each row's argmax
-    process_verify_result  per request: row j's token is appended; while it equals draft j, go on to
-                           row j + 1. The first mismatch (or the row after the last draft) gives the
-                           bonus token. Finish (EOS, stop string, max_new_tokens) stops it at once.
-                           The KV slots of the rows after the last appended token are freed now.
+    (target forward)       the target worker's forward and sampler: a token for every row (its argmax)
+    verify                 per request: draft j is accepted while it equals row j's token; the first
+                           mismatch (or the row after the last draft) gives the bonus token, so the
+                           request gets accept_len + 1 tokens. The KV slots of the rows after those
+                           are freed now. The batch is a DECODE batch again for the next round.
+
+The scheduler then appends each request's accept_len + 1 tokens as it appends one in a plain decode
+round (output_processor.py), stopping at a finish (EOS, stop string, max_new_tokens).
 
 Greedy outputs are the same tokens as without speculation: every appended token is the argmax of a row
 whose inputs are all accepted tokens. Sampled requests (not greedy) run their one decode row.
@@ -25,7 +28,7 @@ run is the same on every machine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -37,20 +40,9 @@ if TYPE_CHECKING:
     from minisgl.mem_cache.cache_manager import CacheManager
     from minisgl.scheduler.req import Req
     from minisgl.scheduler.schedule_batch import ScheduleBatch
-    from minisgl.scheduler.trace_collector import SchedulerTraceCollector
+    from minisgl.scheduler.tp_worker import TpModelWorker
     from minisgl.scheduler.utils import GenerationBatchResult
     from minisgl.server_args import ServerArgs
-
-
-class Scheduler(Protocol):
-    """What accepting drafts uses of the scheduler (declared here, so this module imports no Scheduler)."""
-
-    cache_manager: CacheManager
-    trace_collector: SchedulerTraceCollector
-
-    def append_token(self, req: Req, result: GenerationBatchResult, i: int) -> None: ...
-
-    def stream_output(self, reqs: list[Req]) -> None: ...
 
 
 @dataclass
@@ -65,22 +57,36 @@ class SpecStats:
         return self.accepted / self.proposed if self.proposed else 0.0
 
 
-@dataclass
-class VerifyOutcome:
-    """One TARGET_VERIFY round, per request in batch order (the trace reads it)."""
-
-    draft_lens: list[int]
-    accepted_lens: list[int]  # drafts equal to the model's token
-    appended_lens: list[int]  # tokens appended (accepted + bonus, fewer when the request finished)
+def accept_lengths(draft_tokens: list[list[int]], next_token_ids: list[int]) -> list[int]:
+    """Per request, how many of its drafts are accepted: the longest run of drafts from the first on, each
+    equal to the token its row gave (next_token_ids has 1 + len(draft) rows per request, in turn)."""
+    accept_lens, start = [], 0
+    for draft in draft_tokens:
+        n = 0
+        while n < len(draft) and draft[n] == next_token_ids[start + n]:
+            n += 1
+        accept_lens.append(n)
+        start += 1 + len(draft)
+    return accept_lens
 
 
 class NGRAMWorker:
-    def __init__(self, server_args: ServerArgs):
+    def __init__(self, target_worker: TpModelWorker, cache_manager: CacheManager, server_args: ServerArgs):
+        self.target_worker = target_worker
+        self.cache_manager = cache_manager  # rejected drafts' KV slots go back through it
         self.num_draft_tokens = server_args.speculative_num_draft_tokens
         self.adaptive = not server_args.disable_adaptive_draft
         self.min_window = server_args.speculative_ngram_min_match_window_size
         self.max_window = server_args.speculative_ngram_max_match_window_size
         self.stats = SpecStats()
+
+    def forward_batch_generation(self, batch: ScheduleBatch) -> GenerationBatchResult:
+        if batch.forward_mode.is_decode():
+            self.prepare_for_verify(batch)  # greedy requests with drafts: TARGET_VERIFY rows
+        result = self.target_worker.forward_batch_generation(batch)
+        if batch.spec_info is not None:
+            self.verify(batch, result)
+        return result
 
     # ---- propose ----------------------------------------------------------------------------------
     def propose(self, req: Req, room: int) -> list[int]:
@@ -127,35 +133,20 @@ class NGRAMWorker:
         batch.prefix_lens, batch.extend_lens, batch.seq_lens = prefix_lens, extend_lens, seq_lens
         batch.spec_info = NgramVerifyInput(drafts)
 
-    # ---- accept -----------------------------------------------------------------------------------
-    def process_verify_result(self, sched: Scheduler, batch: ScheduleBatch,
-                              result: GenerationBatchResult) -> None:
-        spec = batch.spec_info
-        outcome = VerifyOutcome([], [], [])
-        for req, draft, start in zip(batch.reqs, spec.draft_tokens, spec.row_starts()):
-            accepted = appended = 0
-            for j in range(len(draft) + 1):
-                sched.append_token(req, result, start + j)
-                appended += 1
-                matched = j < len(draft) and draft[j] == result.next_token_ids[start + j]
-                accepted += matched
-                if req.finished() or not matched:
-                    break
-            # rows after the last appended token computed KV for tokens the request will not have
-            rejected = batch.out_cache_loc[start + appended : start + 1 + len(draft)]
-            sched.cache_manager.free_rejected_draft_slots(rejected)
-            if req.finished():
-                sched.cache_manager.cache_finished_req(req)
+    # ---- verify and accept -------------------------------------------------------------------------
+    def verify(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
+        """Accept each request's longest matching run of drafts, free the KV of the rows after its bonus
+        token, and leave the batch a DECODE batch for the next round."""
+        drafts = batch.spec_info.draft_tokens
+        result.draft_lens = [len(d) for d in drafts]
+        result.accept_lens = accept_lengths(drafts, result.next_token_ids)
+        for i, (req, draft, accepted) in enumerate(zip(batch.reqs, drafts, result.accept_lens)):
+            rows = result.rows_of(i)  # 1 + accepted rows give tokens; the rest computed KV for none
+            rejected = batch.out_cache_loc[rows.stop : rows.start + 1 + len(draft)]
+            self.cache_manager.free_rejected_draft_slots(rejected)
             if draft and self.adaptive:
                 req.spec_draft_limit = self.next_draft_limit(req.spec_draft_limit, len(draft), accepted)
-            outcome.draft_lens.append(len(draft))
-            outcome.accepted_lens.append(accepted)
-            outcome.appended_lens.append(appended)
         self.stats.verify_rounds += 1
-        self.stats.proposed += sum(outcome.draft_lens)
-        self.stats.accepted += sum(outcome.accepted_lens)
-        sched.trace_collector.spec_verified(batch, outcome)
-        sched.trace_collector.results_processed()
-        sched.stream_output(batch.reqs)
+        self.stats.proposed += sum(result.draft_lens)
+        self.stats.accepted += sum(result.accept_lens)
         batch.forward_mode, batch.spec_info = ForwardMode.DECODE, None  # the running batch decodes next round
-        batch.filter_batch()

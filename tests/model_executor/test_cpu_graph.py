@@ -170,7 +170,7 @@ def test_verify_forwards_are_replayed_with_the_same_tokens():
         verify = [g for key, g in runs.graphs.items() if key[0] == "TARGET_VERIFY"]
         assert got == [want] * 3 and runs.disabled_reason is None
         assert verify and all(g.checked for g in verify) and runs.replays > 0
-        assert engine.scheduler.spec_worker.stats.accepted > 0
+        assert engine.scheduler.model_worker.stats.accepted > 0
     finally:
         plain.shutdown()
         engine.shutdown()

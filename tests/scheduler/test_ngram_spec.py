@@ -18,7 +18,9 @@ from rich.console import Console
 from minisgl.cli import main
 from minisgl.layers.linear import onednn_packing_available
 from minisgl.server_args import ServerArgs
+from minisgl.scheduler.utils import GenerationBatchResult
 from minisgl.speculative.ngram_match import match_ngram_draft
+from minisgl.speculative.ngram_worker import accept_lengths
 from tests.tracer.live import Arrival, assert_replay_is_live, drive
 from tracer.check import check_trace
 from tracer.diagrams.round_table import table_rows
@@ -83,6 +85,21 @@ def test_the_longest_suffix_match_wins_then_the_most_recent():
     assert match_ngram_draft([9, 1, 2, 1, 2, 1, 2], 5, 1, 12) == [1, 2, 1, 2, 1]
 
 
+# ---- the verifier ---------------------------------------------------------------------------------
+def test_accepted_drafts_are_the_longest_run_equal_to_their_rows_tokens():
+    # three requests' rows in turn: [last token, 3 drafts], [last token], [last token, 2 drafts]
+    drafts = [[5, 6, 7], [], [9, 4]]
+    rows = [5, 6, 8, 1] + [2] + [3, 4]  # request 0: drafts 5, 6 right, 7 wrong; request 2: its first wrong
+    assert accept_lengths(drafts, rows) == [2, 0, 0]
+    assert accept_lengths([[5, 6]], [5, 6, 2]) == [2]  # all accepted: the third row is the bonus token
+    result = GenerationBatchResult(next_token_ids=rows, logprobs=[0.0] * 7, forward_time=0.0,
+                                   draft_lens=[3, 0, 2], accept_lens=[2, 0, 0])
+    # the rows whose tokens each request takes: its accepted drafts' and the bonus token's
+    assert [result.rows_of(i) for i in range(3)] == [range(0, 3), range(4, 5), range(5, 6)]
+    plain = GenerationBatchResult(next_token_ids=[1, 2], logprobs=[0.0, 0.0], forward_time=0.0)
+    assert [plain.rows_of(i) for i in range(2)] == [range(0, 1), range(1, 2)]
+
+
 # ---- same tokens ----------------------------------------------------------------------------------
 def test_same_tokens_and_drafts_are_accepted(base_engine, plain, tmp_path):
     engine = base_engine.fork(trace_dir=str(tmp_path), **SPEC)
@@ -92,7 +109,7 @@ def test_same_tokens_and_drafts_are_accepted(base_engine, plain, tmp_path):
         assert runner.verify_model.lm_head_weight() is runner.model.lm_head_weight()  # the same weights
     try:
         assert outputs(engine, PROMPTS, PARAMS, rids=["copy", "days", "haiku", "primes"]) == plain
-        stats = engine.scheduler.spec_worker.stats
+        stats = engine.scheduler.model_worker.stats
         assert_no_leak(engine)
         engine.scheduler.self_check_during_idle()
     finally:
@@ -174,7 +191,7 @@ def test_finishing_inside_the_drafts_drops_the_rest(base_engine):
     want = outputs(plain_engine, prompts, params)
     assert [reason["type"] for _, reason in want] == ["length", "length", "stop", "stop", "stop", "stop"]
     assert outputs(spec_engine, prompts, params) == want
-    assert spec_engine.scheduler.spec_worker.stats.accepted > 0
+    assert spec_engine.scheduler.model_worker.stats.accepted > 0
     assert_no_leak(spec_engine)
 
 
@@ -209,7 +226,7 @@ def test_retraction_keeps_the_tokens(base_engine):
         tight = base_engine.fork(**{**SPEC, **flags})
         assert outputs(tight, RETRACT_PROMPTS, RETRACT_PARAMS) == want
         assert tight.scheduler.num_retracted > 0, "the pool must be small enough to force a retraction"
-        assert tight.scheduler.spec_worker.stats.accepted > 0
+        assert tight.scheduler.model_worker.stats.accepted > 0
         assert_no_leak(tight)
 
 
@@ -240,5 +257,5 @@ def test_streaming_sends_every_accepted_token(base_engine):
     deltas = [d["output_ids"] for d in engine.generate(DAYS, params, stream=True)]
     assert [t for d in deltas for t in d] == want
     assert len([d for d in deltas if d]) > 2  # streamed as it went, not all at the end
-    assert engine.scheduler.spec_worker.stats.accepted > 0
+    assert engine.scheduler.model_worker.stats.accepted > 0
     assert_no_leak(engine)

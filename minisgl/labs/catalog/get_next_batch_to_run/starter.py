@@ -45,6 +45,6 @@ def get_next_batch_to_run(self) -> ScheduleBatch | None:
        and run it, unless it came back empty (then there is nothing to run: return None).
 
     Do not put the new prefill batch into running_batch: it becomes last_batch, and step 1 of the next round
-    merges it. The loop records the returned batch in the trace (sched.batch_formed) itself.
+    merges it. The model worker records the batch it runs in the trace (sched.batch_formed) itself.
     """
     raise NotImplementedError("TODO: get_next_batch_to_run")
