@@ -5,5 +5,6 @@ reference trace, event by event.
 
 components.py  what a learner may replace, and where the engine looks each one up
 swap.py        the one switch: MINISGL_LAB=COMPONENT=FILE, read at start-up by every engine process
-catalog/       one folder per lab: lab.py (its card and hints), the starter file, its unit tests, README.md
+catalog/       cards.py (every lab's card and hints), and one folder per lab: the starter file, its unit
+               tests, README.md
 """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,5 +47,51 @@ class Lab:
 
     @property
     def reference(self) -> Path:
-        """The engine's own component in the starter's shape: what CI grades to prove the lab can pass."""
-        return self.folder / "reference.py"
+        """The engine's own component in the starter's shape: a file (written on first use, in minisgl's cache
+        folder) that defines every name the starter defines as the engine's own. Graded like a learner's
+        file, it proves the lab can pass; nothing in it is a copy that could drift from the engine."""
+        text = reference_source(self)
+        path = _cache_dir() / f"{self.name}.py"
+        if not path.is_file() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(text)
+            tmp.replace(path)  # whole or not at all: another process may be reading it
+        return path
+
+
+def _written(starter: Path) -> list[str]:
+    """The functions and classes a starter defines at its top level: what the learner writes (bugs.py's
+    starter_names adds its constants)."""
+    tree = ast.parse(starter.read_text())
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return [node.name for node in tree.body if isinstance(node, kinds)]
+
+
+def reference_source(lab: Lab) -> str:
+    """Each starter name taken from where the engine defines it: a method from the component's class, any
+    other name from the component's home module."""
+    from minisgl.labs.components import get
+
+    component = get(lab.component)
+    home = component.home.removesuffix(".py").replace("/", ".")
+    owners = {s.name: s.owner.partition(":") for s in component.slots}
+    lines = [f'"""The engine\'s own {component.title},',
+             'in the starter\'s shape (minisgl/labs/lab.py wrote it)."""', ""]
+    imports: list[str] = []
+    names: list[str] = []
+    for name in _written(lab.starter):
+        module, _, cls = owners.get(name, (home, "", ""))
+        if cls:
+            imports.append(f"from {module} import {cls} as _{cls}")
+            names.append(f"{name} = _{cls}.{name}")
+        else:
+            imports.append(f"from {home} import {name}  # noqa: F401")
+    lines += list(dict.fromkeys(imports))
+    lines += ["", *names] if names else []
+    return "\n".join(lines) + "\n"
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "minisgl" / "lab-references"

@@ -83,9 +83,9 @@ SCENARIOS = [(lab, name) for lab in LABS for name in lab.scenarios]
 @pytest.mark.slow
 @pytest.mark.parametrize("case", SCENARIOS, ids=[f"{lab.name}-{name}" for lab, name in SCENARIOS])
 def test_the_reference_file_gives_the_golden_traces(case, referees, scenario_runs):
-    """The lab's reference.py goes through the same swap as a learner's file; its trace of each grading
-    scenario must equal the scenario's committed golden summary (or, for a served scenario with no golden,
-    the session's own run of the scenario)."""
+    """The lab's reference (Lab.reference) goes through the same swap as a learner's file; its trace of each
+    grading scenario must equal the scenario's committed golden summary (or, for a served scenario with no
+    golden, the session's own run of the scenario)."""
     from pathlib import Path
 
     from minisgl.labs.trace_diff import first_divergence

@@ -1,5 +1,5 @@
 """Every lab is honest: its starter fails its unit tests and its trace, and the engine's own component (the
-lab's reference.py) passes its unit tests (test_bugs.py: its traces equal the committed goldens)."""
+lab's reference, Lab.reference) passes its unit tests (test_bugs.py: its traces equal the committed goldens)."""
 
 from __future__ import annotations
 
