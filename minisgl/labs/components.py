@@ -60,6 +60,10 @@ COMPONENTS: dict[str, Component] = {c.id: c for c in (
     Component("decode_incremental", "decode_incremental (the detokenizer's step)",
               (Slot("minisgl.detokenizer.detokenizer_manager", "decode_incremental"),),
               "minisgl/detokenizer/incremental.py"),
+    Component("spec_verify", "NGRAMWorker.verify and accept_lengths (speculative decoding's verify step)",
+              (Slot("minisgl.speculative.ngram_worker", "accept_lengths"),
+               Slot("minisgl.speculative.ngram_worker:NGRAMWorker", "verify")),
+              "minisgl/speculative/ngram_worker.py"),
 )}
 
 

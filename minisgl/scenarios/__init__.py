@@ -45,6 +45,7 @@ GRADING = (
     "tm_outputs",
     "tm_disconnect",
     "tm_refused",
+    "spec_boundaries",
 )
 
 

@@ -232,5 +232,35 @@ DECODE_INCREMENTAL = Lab(
     ),
 )
 
+SPEC_VERIFY = Lab(
+    name="spec_verify",
+    title="Speculative verification: accept_lengths and NGRAMWorker.verify keep the right drafts",
+    component="spec_verify",
+    file="spec_verify.py",
+    lesson="overlap",
+    scenario="ngram_speculative",
+    boundaries=("spec_boundaries",),
+    order=13,
+    sglang="python/sglang/srt/speculative/ngram_worker.py: NGRAMWorker.forward_batch_generation (its verify "
+           "step), and the accept lengths its verify kernel computes",
+    hints=(
+        "accept_lengths: walk the requests with a running row index `start`. A request's rows are its last "
+        "token's and one per draft, so after it `start` grows by 1 + len(draft). Draft n is right when it "
+        "equals next_token_ids[start + n]; count from n = 0 and stop at the first wrong one.",
+        "verify, step 1: result.draft_lens = [len(d) for d in batch.spec_info.draft_tokens] and "
+        "result.accept_lens = accept_lengths(those drafts, result.next_token_ids). Everything after reads "
+        "result.rows_of(i): request i takes tokens from rows.start .. rows.stop - 1 (accepted + 1 rows).",
+        "verify, step 2: the rejected rows of request i are out_cache_loc[rows.stop : rows.start + 1 + "
+        "len(draft)] (the bonus token's row, rows.stop - 1, is kept). One free_rejected_draft_slots call per "
+        "request, in batch order: the trace shows each as a kv.free with reason rejected.",
+        "verify, the limit: only `if draft and self.adaptive`, set req.spec_draft_limit = "
+        "self.next_draft_limit(req.spec_draft_limit, len(draft), accepted) with the drafts accepted (not "
+        "the tokens gained). The next round's sched.batch_formed shows each request's draft_lens: a wrong "
+        "limit shows there first.",
+        "verify, the end: self.stats.verify_rounds += 1, proposed += the drafts, accepted += the accepted "
+        "drafts; then batch.forward_mode, batch.spec_info = ForwardMode.DECODE, None.",
+    ),
+)
+
 LABS: tuple[Lab, ...] = (TM_WAIT_LOOP, GET_NEXT_BATCH_TO_RUN, RADIX_CACHE, ADD_ONE_REQ, PREPARE_FOR_EXTEND,
-                         ADD_CHUNKED_REQ, DECODE_AND_RETRACT, DECODE_INCREMENTAL)
+                         ADD_CHUNKED_REQ, DECODE_AND_RETRACT, DECODE_INCREMENTAL, SPEC_VERIFY)
