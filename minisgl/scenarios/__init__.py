@@ -46,6 +46,7 @@ GRADING = (
     "tm_disconnect",
     "tm_refused",
     "spec_boundaries",
+    "overlap_ring",
 )
 
 

@@ -12,10 +12,11 @@ from minisgl.labs.lab import Lab
 
 HERE = Path(__file__).resolve().parent
 
-# the labs' earlier names: each lab is now named after the component the learner writes (and its file)
+# the labs' earlier names (and the lesson's, for future_map): each lab is named after the component the
+# learner writes (and its file)
 RENAMED = {"radix_tree": "radix_cache", "chunked_prefill": "add_chunked_req",
            "next_batch": "get_next_batch_to_run", "detokenizer": "decode_incremental",
-           "tm_loop": "tm_wait_loop"}
+           "tm_loop": "tm_wait_loop", "overlap": "future_map"}
 
 
 class UnknownLab(LookupError):

@@ -232,6 +232,31 @@ DECODE_INCREMENTAL = Lab(
     ),
 )
 
+FUTURE_MAP = Lab(
+    name="future_map",
+    title="The overlap loop's FutureMap: placeholders for tokens not sampled yet",
+    component="future_map",
+    file="future_map.py",
+    lesson="overlap",
+    scenario="overlap_schedule",
+    boundaries=("overlap_ring",),
+    order=13,
+    sglang="python/sglang/srt/managers/overlap_utils.py: FutureMap (alloc_future_indices, "
+           "resolve_future, store_to_future_map)",
+    hints=(
+        "__init__: self.size = 3 * max_running_requests + 1, self.future_ct = 0, and self.token_ids_buf = "
+        "torch.zeros(self.size + 1, dtype=torch.int64): indices run 1 .. size, index 0 is never handed out.",
+        "alloc_future_indices: remember start = self.future_ct, advance self.future_ct = (self.future_ct + "
+        "bs) % self.size, and return [(start + i) % self.size + 1 for i in range(bs)]. The trace's "
+        "sched.batch_formed shows every placeholder you hand out as a negative input id.",
+        "resolve_future_token_ids: torch.where(input_ids < 0, self.token_ids_buf[torch.clamp(-input_ids, "
+        "min=0)], input_ids). A placeholder resolved to the wrong token changes what the model samples next "
+        "(sched.sampled).",
+        "store_to_future_map: self.token_ids_buf[future_indices] = torch.tensor(next_token_ids, "
+        "dtype=torch.int64).",
+    ),
+)
+
 SPEC_VERIFY = Lab(
     name="spec_verify",
     title="Speculative verification: accept_lengths and NGRAMWorker.verify keep the right drafts",
@@ -263,4 +288,5 @@ SPEC_VERIFY = Lab(
 )
 
 LABS: tuple[Lab, ...] = (TM_WAIT_LOOP, GET_NEXT_BATCH_TO_RUN, RADIX_CACHE, ADD_ONE_REQ, PREPARE_FOR_EXTEND,
-                         ADD_CHUNKED_REQ, DECODE_AND_RETRACT, DECODE_INCREMENTAL, SPEC_VERIFY)
+                         ADD_CHUNKED_REQ, DECODE_AND_RETRACT, DECODE_INCREMENTAL, FUTURE_MAP,
+                         SPEC_VERIFY)
