@@ -82,6 +82,7 @@ class ForwardBatch:
         rows = batch.forward_mode.has_extend_rows()
         prefix_lens = list(batch.prefix_lens) if rows else None
         extend_lens = list(batch.extend_lens) if rows else None
+        check_rows(batch, seq_lens, prefix_lens, extend_lens)
         fb = cls(
             forward_mode=batch.forward_mode,
             batch_size=len(seq_lens),
@@ -108,6 +109,30 @@ class ForwardBatch:
         """The row of each request whose logits are sampled: its last row of this round."""
         assert self.extend_seq_lens is not None and self.extend_start_loc is not None
         return torch.tensor([s + n - 1 for s, n in zip(self.extend_start_loc, self.extend_seq_lens)])
+
+
+def check_rows(batch: Any, seq_lens: list[int], prefix_lens: list[int] | None,
+               extend_lens: list[int] | None) -> None:
+    """A batch whose lengths disagree would make attention read KV slots outside its requests' rows (the C++
+    kernels do not check), so it is refused here with what disagrees. A lab's component can build one."""
+    n, rows = len(seq_lens), len(batch.input_ids)
+    if len(batch.req_pool_indices) != n:
+        raise ValueError(f"{batch.forward_mode.name} batch: {n} seq_lens but "
+                         f"{len(batch.req_pool_indices)} req_pool_indices")
+    if len(batch.out_cache_loc) != rows:
+        raise ValueError(f"{batch.forward_mode.name} batch: {rows} input ids but {len(batch.out_cache_loc)} "
+                         "out_cache_loc slots")
+    if extend_lens is None:
+        if rows != n:
+            raise ValueError(f"{batch.forward_mode.name} batch: {rows} input ids for {n} requests")
+        return
+    if len(prefix_lens) != n or len(extend_lens) != n or sum(extend_lens) != rows:
+        raise ValueError(f"{batch.forward_mode.name} batch: {n} requests, {len(prefix_lens)} prefix_lens, "
+                         f"extend_lens {extend_lens} (sum {sum(extend_lens)}) for {rows} input ids")
+    for i, (seq, prefix, extend) in enumerate(zip(seq_lens, prefix_lens, extend_lens)):
+        if prefix < 0 or extend < 1 or prefix + extend != seq:
+            raise ValueError(f"{batch.forward_mode.name} batch, request {i}: prefix_len {prefix} + "
+                             f"extend_len {extend} must equal its seq_len {seq}")
 
 
 def _exclusive_cumsum(xs: list[int]) -> list[int]:
