@@ -50,6 +50,8 @@ COMPONENTS: dict[str, Component] = {c.id: c for c in (
     Component("decode_and_retract", "ScheduleBatch.prepare_for_decode and retract_decode",
               (Slot(_SB, "prepare_for_decode"), Slot(_SB, "retract_decode")),
               "minisgl/scheduler/schedule_batch.py"),
+    Component("mix_with_running", "ScheduleBatch.mix_with_running", (Slot(_SB, "mix_with_running"),),
+              "minisgl/scheduler/schedule_batch.py"),
     Component("get_next_batch_to_run", "Scheduler.get_next_batch_to_run",
               (Slot("minisgl.scheduler.scheduler:Scheduler", "get_next_batch_to_run"),),
               "minisgl/scheduler/scheduler.py"),

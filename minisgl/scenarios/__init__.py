@@ -47,6 +47,7 @@ GRADING = (
     "tm_refused",
     "spec_boundaries",
     "overlap_ring",
+    "mixed_boundaries",
 )
 
 
