@@ -1,11 +1,12 @@
-"""Facts for lessons/radix-cache.md: a prefix hit, lock counts and an LRU eviction (scenario radix_cache)."""
+"""Facts for lessons/radix-cache.md: a prefix hit, lock counts and an LRU eviction (scenario radix_cache),
+and the prefix match's cap at input_len - 1 (scenario prefix_cap)."""
 
 from __future__ import annotations
 
 from minisgl.scenarios.look import events, first
 from tracer.fmt import ranges
 
-SCENARIOS = ("radix_cache",)
+SCENARIOS = ("radix_cache", "prefix_cap")
 
 
 def _one(trace, name, pred=lambda ev: True):
@@ -25,8 +26,35 @@ def _node_with(tree, slot):
     return next(n for n in tree.values() if slot in n["value"])
 
 
+def prefix_cap_facts(t) -> dict:
+    """B sends A's prompt again once A has finished: every token is cached, the match stops one short."""
+    n = _one(t, "sched.req_created", lambda ev: ev.rid == "B").get("input_len")
+    hit = _one(t, "sched.prefix_matched", lambda ev: ev.rid == "B")
+    if hit.get("prefix_len") != n - 1:
+        raise ValueError(f"prefix_cap: B's prefix is {hit.get('prefix_len')} tokens, not input_len - 1")
+    adm = _one(t, "sched.admission", lambda ev: ev.rid == "B")
+    formed = _one(t, "sched.batch_formed", lambda ev: ev.round == hit.round)
+    dup = _one(t, "kv.free", lambda ev: ev.round == hit.round and ev.get("reason") == "duplicate")
+    a_slots = _one(t, "cache.inserted", lambda ev: ev.rid == "A").get("slots")
+    return {
+        "pc_round": hit.round,
+        "pc_len": n,
+        "pc_prefix_len": hit.get("prefix_len"),
+        "pc_matched_slots": ranges(hit.get("matched_slots")),
+        "pc_extend_range": f"[{adm.get('extend_range')[0]}, {adm.get('extend_range')[1]})",
+        "pc_rows": sum(formed.get("extend_lens")),
+        "pc_logit_rows": formed.get("logit_rows"),
+        "pc_new_slot": ranges(formed.get("out_cache_loc")),
+        "pc_dup_slots": ranges(dup.get("slots")),
+        "pc_tree_slot": a_slots[n - 1],
+    }
+
+
 def facts(traces) -> dict:
-    t = traces["radix_cache"]
+    return {**radix_cache_facts(traces["radix_cache"]), **prefix_cap_facts(traces["prefix_cap"])}
+
+
+def radix_cache_facts(t) -> dict:
     formed = events(t, "sched.batch_formed")
     ext = {ev.rids[0]: ev for ev in formed if ev.get("forward_mode") == "EXTEND"}
     a, b, c = ext["A"], ext["B"], ext["C"]

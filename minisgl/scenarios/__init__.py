@@ -19,6 +19,7 @@ NAMES = (
     "one_request",
     "shared_prefix",
     "radix_cache",
+    "prefix_cap",
     "admission_budgets",
     "lpm_order",
     "chunked_prefill",
