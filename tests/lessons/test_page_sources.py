@@ -128,16 +128,28 @@ def _defined_in_minisgl() -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("page", ["tokenizer-manager.md", "tokenizer-manager.zh.md"])
+@pytest.mark.parametrize("page", ["source-names.md", "source-names.zh.md"])
 def test_the_source_documents_names_map_onto_what_minisgl_defines(page: str):
     """The table that maps the Chinese source document's mini-sglang names onto SGLang's and this project's:
-    every name in its minisgl column is defined under minisgl/, so a rename cannot leave it behind."""
-    text = (LESSONS / page).read_text(encoding="utf-8")
-    section = text.split("{ #mini-sglang-names }", 1)[1].split("\n#", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
-    assert len(rows) >= 12, rows
+    every name in its minisgl column is defined under minisgl/ and every event in its last column is in the
+    trace schema, so a rename cannot leave either behind."""
+    from tracer import schema
+
+    text = (DOCS / "reference" / page).read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| ---")][1:]
+    assert len(rows) >= 15, rows
     defined = _defined_in_minisgl()
+    events = set(schema.EVENTS)
     for row in rows:
-        for name in re.findall(r"`([\w.]+)`", row.strip("|").split("|")[-1]):
+        cells = row.strip().strip("|").split("|")
+        for name in re.findall(r"`([\w.]+)`", cells[2]):
             missing = [part for part in name.split(".") if part not in defined]
             assert not missing, f"{page}: {name} ({missing} not defined under minisgl/)"
+        named = [e for e in re.findall(r"`([a-z]+\.[a-z_*]+)`", cells[3]) if not e.endswith("*")]
+        assert named or "tm.*" in cells[3], f"{page}: no trace event for {cells[0].strip()}"
+        assert set(named) <= events, f"{page}: {set(named) - events} are not trace events (tracer/schema.py)"
+
+
+def test_the_lessons_link_the_source_documents_names():
+    for page in ("tokenizer-manager.md", "tokenizer-manager.zh.md", "detokenizer.md", "detokenizer.zh.md"):
+        assert "../reference/source-names.md" in (LESSONS / page).read_text(encoding="utf-8"), page
