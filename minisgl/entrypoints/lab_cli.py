@@ -122,6 +122,9 @@ def _learner(args, lab) -> Path:
 
 
 def _test(args) -> int:
+    from minisgl.labs.proc import exit_on_sigterm
+
+    exit_on_sigterm()  # its children run in sessions of their own: stop them too
     from minisgl.labs.grade import run_tests
 
     lab = _lab(args.name)
@@ -162,6 +165,9 @@ def _reset(args) -> int:
 
 
 def _grade(args) -> int:
+    from minisgl.labs.proc import exit_on_sigterm
+
+    exit_on_sigterm()  # its children run in sessions of their own: stop them too
     from minisgl.labs.catalog import all_labs
     from minisgl.labs.grade import grade
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,17 @@ def run_child(cmd: list[str], env: dict[str, str], timeout: float) -> Child:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         return Child(None, out)
+    finally:
+        if proc.poll() is None:  # the grade itself was stopped (Ctrl+C, SIGTERM): its children go with it
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM (a service manager, `kill`, a CI runner's cancel) ends a grade as Ctrl+C does: the exit unwinds
+    through run_child, which takes the running child's process group down with it. (A child runs in a
+    session of its own, so neither signal reaches it directly.)"""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def lab_env(lab: Lab, learner: Path | None) -> dict[str, str]:

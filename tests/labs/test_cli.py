@@ -5,6 +5,7 @@ workspace commands; results.json in Gradescope's shape."""
 from __future__ import annotations
 
 import json
+import time
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -109,3 +110,35 @@ def test_a_crash_and_an_endless_loop_are_reported_not_inherited(tmp_path, scenar
             return False
 
     assert not [p for p in psutil.process_iter() if ours(p)]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_stopped_grade_leaves_no_process_behind(tmp_path, sig):
+    """A grade's children run in sessions of their own (a crash or a loop in the learner's code must not take
+    the grade down), so neither Ctrl+C nor SIGTERM reaches them; the grade takes them down as it stops."""
+    import signal
+
+    import psutil
+
+    assert lab("start", "spec_verify", cwd=tmp_path).returncode == 0
+    mine = tmp_path / "ws" / "spec_verify" / "spec_verify.py"  # a loop: its child runs until stopped
+    mine.write_text(mine.read_text().replace('raise NotImplementedError("TODO: accept_lengths")',
+                                             "while True:\n        pass"))
+    proc = subprocess.Popen([sys.executable, "-m", "minisgl.cli", "lab", "--dir", str(tmp_path / "ws"), "grade",
+                             "spec_verify"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    grade = psutil.Process(proc.pid)
+    try:
+        deadline = time.monotonic() + 300
+        while not grade.children(recursive=True):  # its first child (the unit tests, looping) has started
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+            time.sleep(0.05)
+        children = grade.children(recursive=True)
+        proc.send_signal(getattr(signal, sig))
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, out
+    _, alive = psutil.wait_procs(children, timeout=30)
+    assert not alive, f"left running after {sig}: {alive}"

@@ -73,7 +73,8 @@ async def _drive(port: int, proc: subprocess.Popen) -> tuple[str, str, str]:
     return page, first, after
 
 
-def test_the_app_is_served_in_a_browser_and_stops_with_everything_it_started():
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_the_app_is_served_in_a_browser_and_stops_with_everything_it_started(sig):
     port = _free_port()
     proc = subprocess.Popen(REPLAY + [str(ENGINE), "--web", "--port", str(port)], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -86,13 +87,13 @@ def test_the_app_is_served_in_a_browser_and_stops_with_everything_it_started():
         children = server.children(recursive=True)
         assert children, "each browser connection runs the app in a subprocess"
     finally:
-        proc.send_signal(signal.SIGINT)  # what Ctrl+C sends
+        proc.send_signal(sig)  # what Ctrl+C sends; what a service manager, `docker stop` or `kill` sends
         try:
             out, _ = proc.communicate(timeout=15)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate()
-            pytest.fail(f"the server did not stop on Ctrl+C:\n{out}")
+            pytest.fail(f"the server did not stop on {sig.name}:\n{out}")
     assert f"http://127.0.0.1:{port}/" in out and "Ctrl+C" in out
     _, alive = psutil.wait_procs(children, timeout=5)
     assert not alive, f"left running: {alive}"
