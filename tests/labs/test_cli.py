@@ -124,9 +124,8 @@ def test_a_stopped_grade_leaves_no_process_behind(tmp_path, sig):
     mine = tmp_path / "ws" / "spec_verify" / "spec_verify.py"  # a loop: its child runs until stopped
     mine.write_text(mine.read_text().replace('raise NotImplementedError("TODO: accept_lengths")',
                                              "while True:\n        pass"))
-    proc = subprocess.Popen([sys.executable, "-m", "minisgl.cli", "lab", "--dir", str(tmp_path / "ws"), "grade",
-                             "spec_verify"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    cmd = [sys.executable, "-m", "minisgl.cli", "lab", "--dir", str(tmp_path / "ws"), "grade", "spec_verify"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     grade = psutil.Process(proc.pid)
     try:
         deadline = time.monotonic() + 300
