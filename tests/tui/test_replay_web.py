@@ -37,8 +37,8 @@ def _listening(port: int) -> bool:
 
 async def _drive(port: int, proc: subprocess.Popen) -> tuple[str, str, str]:
     """The page, then the app's first screen and its screen after `?`, as the websocket sends them (plain
-    text). The server is waited for as long as it is alive (a loaded machine can take a while to import Textual); the
-    deadline only guards against a server that hangs before it listens."""
+    text). The server is waited for as long as it is alive (a loaded machine can take a while to import
+    Textual); the deadline only guards against a server that hangs before it listens."""
     import aiohttp
 
     async with aiohttp.ClientSession() as http:
