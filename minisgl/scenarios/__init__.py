@@ -49,6 +49,7 @@ GRADING = (
     "spec_boundaries",
     "overlap_ring",
     "mixed_boundaries",
+    "context_boundaries",
 )
 
 

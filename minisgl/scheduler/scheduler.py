@@ -40,7 +40,7 @@ from minisgl.scheduler.scheduler_overlap import SchedulerOverlapMixin
 from minisgl.scheduler.scheduler_runtime_checker_mixin import SchedulerRuntimeCheckerMixin
 from minisgl.scheduler.tp_worker import TpModelWorker
 from minisgl.scheduler.trace_collector import SchedulerTraceCollector
-from minisgl.scheduler.utils import GenerationBatchResult, validate_input_length
+from minisgl.scheduler.utils import GenerationBatchResult, clamp_max_new_tokens, validate_input_length
 from minisgl.server_args import ServerArgs
 from minisgl.speculative.ngram_worker import NGRAMWorker
 
@@ -155,10 +155,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
                                          self.token_to_kv_pool.size) or self.disagg_refusal(recv_req)):
             return self._refuse(recv_req, why)
         asked = params.max_new_tokens
-        if asked is None:  # "until the context is full"
-            params.max_new_tokens = self.max_req_len - n
-        elif n + asked > self.max_req_len:
-            params.max_new_tokens = self.max_req_len - n
+        params.max_new_tokens = clamp_max_new_tokens(n, asked, self.max_req_len)
+        if asked is not None and params.max_new_tokens < asked:
             logger.warning("rid %s: max_new_tokens %d clamped to %d (prompt %d + output must fit %d)",
                            recv_req.rid, asked, params.max_new_tokens, n, self.max_req_len)
         req = Req(recv_req.rid, list(recv_req.input_ids), params, eos_token_ids=self.eos_token_ids,

@@ -1,7 +1,7 @@
-"""Two things SGLang keeps in managers/utils.py: GenerationBatchResult, what a round's forward gives back to
-the scheduler, and validate_input_length, the check of a new prompt's length. A leaf module: the model
-workers make the result, the scheduler's result processing and the trace collector read it, and none of
-them imports another for it."""
+"""What SGLang keeps in managers/utils.py: GenerationBatchResult, what a round's forward gives back to the
+scheduler, and validate_input_length, the check of a new prompt's length (with clamp_max_new_tokens, what
+the scheduler does to an output that would not fit). A leaf module: the model workers make the result, the
+scheduler's result processing and the trace collector read it, and none of them imports another for it."""
 
 from __future__ import annotations
 
@@ -39,3 +39,11 @@ def validate_input_length(n: int, max_req_len: int, context_len: int, kv_slots: 
                 f"tokens (context length {context_len}, KV cache {kv_slots} slots) and one output token "
                 "needs room")
     return None
+
+
+def clamp_max_new_tokens(n: int, asked: int | None, max_req_len: int) -> int:
+    """How many tokens a prompt of n tokens may produce: what was asked, or, where prompt and output would
+    not fit max_req_len, what fits; no max_new_tokens (None) means "until the context is full"."""
+    if asked is None or n + asked > max_req_len:
+        return max_req_len - n
+    return asked

@@ -87,6 +87,30 @@ MIX_WITH_RUNNING = Lab(
     ),
 )
 
+CONTEXT_CHECK = Lab(
+    name="context_check",
+    title="The length check: validate_input_length and clamp_max_new_tokens at a request's arrival",
+    component="context_check",
+    file="context_check.py",
+    lesson="limits-failures",
+    scenario="context_limit",
+    boundaries=("context_boundaries",),
+    order=11,
+    sglang="python/sglang/srt/managers/utils.py: validate_input_length (and the max_new_tokens clamp in "
+           "Scheduler.handle_generate_request, python/sglang/srt/managers/scheduler.py)",
+    hints=(
+        "validate_input_length: first `if n == 0` (the empty prompt's message), then `if n >= max_req_len`: "
+        "a prompt needs room for one output token, so n = max_req_len - 1 is the longest that runs. Return "
+        "None when it may run.",
+        "The refusal's message is compared word for word in the trace (sched.refused): at most "
+        "{max_req_len - 1} fit, the limit is {max_req_len}, then (context length {context_len}, KV cache "
+        "{kv_slots} slots) in that order.",
+        "clamp_max_new_tokens: `if asked is None or n + asked > max_req_len: return max_req_len - n`, else "
+        "asked. An exact fit (n + asked == max_req_len) is not clamped; the trace's sched.req_created shows "
+        "the max_new_tokens you gave.",
+    ),
+)
+
 DECODE_INCREMENTAL = Lab(
     name="decode_incremental",
     title="Incremental detokenization: read and surround offsets, held-back bytes, stop strings",
