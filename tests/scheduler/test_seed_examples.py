@@ -147,3 +147,43 @@ def test_r1_r2_shared_prefix_nine_rows_two_logits(engine):
     assert batch.reqs == [] and all(r.finished() and len(r.output_ids) == 2 for r in reqs)
     assert engine.scheduler.run_one_round() is None  # the finished requests leave running_batch
     assert_no_leak(engine)
+
+
+def test_two_prompts_of_four_and_three_tokens_packed_in_one_extend(engine):
+    """Seed 004's packed batch: two new requests of 4 and 3 tokens in one EXTEND of 7 rows. Each has its own
+    req_to_token row (its 4 or 3 KV slots), the rows start at [0, 4] (with the end, SGLang's cumulative
+    lengths [0, 4, 7]), positions restart at 0 for the second, and each request attends to its own tokens
+    only: its logits equal those of the same prompt run alone."""
+    tok = engine.tokenizer
+    a = tok.encode(" red green blue yellow", add_special_tokens=False)[:4]
+    b = tok.encode(" one two three", add_special_tokens=False)[:3]
+    assert len(a) == 4 and len(b) == 3
+    submit(engine, "A", a, max_new_tokens=2)  # two tokens: their rows still hold their slots after round 1
+    submit(engine, "B", b, max_new_tokens=2)
+    batch, fb = run_round(engine)
+    assert batch.forward_mode == ForwardMode.EXTEND and [r.rid for r in batch.reqs] == ["A", "B"]
+    assert (batch.prefix_lens, batch.extend_lens, batch.seq_lens) == ([0, 0], [4, 3], [4, 3])
+    assert batch.input_ids == a + b
+    assert fb.extend_start_loc == [0, 4] and fb.extend_start_loc + [sum(batch.extend_lens)] == [0, 4, 7]
+    assert fb.positions.tolist() == [0, 1, 2, 3, 0, 1, 2]
+    slots = batch.out_cache_loc.tolist()
+    req_to_token = engine.model_runner.req_to_token_pool.req_to_token
+    rows = [req_to_token[r.req_pool_idx, : len(p)].tolist() for r, p in zip(batch.reqs, (a, b))]
+    assert rows == [slots[:4], slots[4:]], "each request's req_to_token row holds its own rows' KV slots"
+    formed, forward = traced_round(engine, ["A", "B"], ForwardMode.EXTEND)
+    assert formed["logit_rows"] == [3, 6] and formed["out_cache_loc"] == slots
+    assert forward["positions"] == [0, 1, 2, 3, 0, 1, 2]
+    packed, _ = model_rows(engine, fb)
+    while not engine.scheduler.is_idle():
+        engine.scheduler.run_one_round()
+
+    # each prompt alone, in a fork with the radix cache off (nothing of A's or B's is reused)
+    alone = []
+    for rid, ids in (("A1", a), ("B1", b)):
+        single = engine.fork(disable_radix_cache=True)
+        submit(single, rid, ids, max_new_tokens=1)
+        _, fb1 = run_round(single)
+        alone.append(model_rows(single, fb1)[0][0])
+        single.shutdown()
+    torch.testing.assert_close(packed, torch.stack(alone), rtol=1e-4, atol=1e-3)
+    assert_no_leak(engine)
