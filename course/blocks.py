@@ -88,6 +88,21 @@ def rows_table(trace: Trace, round: int, lang: str = "en") -> str:
     return "\n".join(lines)
 
 
+def states_block(traces: dict[str, Trace], lang: str = "en") -> str:
+    """A request's states as the scenarios' traces show them: a mermaid state diagram, then each transition
+    with the event that makes it and the scenarios in which it happens (run one and watch)."""
+    from tracer.req_states import state_diagram, union
+
+    found = union(traces)
+    head = {"en": ("from", "to", "the event", "in the scenarios"),
+            "zh": ("从", "到", "事件", "出现在这些场景里")}[lang]
+    lines = ["```mermaid", state_diagram(found, lang), "```", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    for (a, b, event), names in found.items():
+        lines.append(f"| `{a}` | `{b}` | `{event}` | {', '.join(f'`{n}`' for n in names)} |")
+    return "\n".join(lines)
+
+
 def try_block(scenario: str, rid: str | None, round: int | None, lang: str = "en") -> str:
     folder = f"traces/{scenario}"
     pick = (f" --rid {rid}" if rid else "") + (f" --round {round}" if round is not None else "")

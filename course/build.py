@@ -52,6 +52,7 @@ class Course:
         needed += [ph.pos[0].split(":")[0] for ph in self._placeholders(text) if ph.kind == "fact"
                    and ph.pos and ":" in ph.pos[0]]
         needed += [self.whatif(ph)[0] for ph in self._placeholders(text) if ph.kind == "whatif"]
+        needed += [name for ph in self._placeholders(text) if ph.kind == "states" for name in ph.pos]
         return needed
 
     def whatif(self, ph: Placeholder) -> tuple[str, dict, dict]:
@@ -117,6 +118,8 @@ class Course:
                 if ph.kind == "labs":
                     return lab_blocks.labs_table(src_uri, lang)
                 return lab_blocks.lab_block(r.need(ph, 1, "a lab name")[0], src_uri, lang)
+            if ph.kind == "states":
+                return blocks.states_block({n: self.traces[n] for n in r.need(ph, 1, "scenarios")}, lang)
             scenario = r.need(ph, 1, "a scenario")[0]
             if ph.kind == "whatif":
                 key, sets, prompts = self.whatif(ph)

@@ -75,6 +75,11 @@ def mermaid_words(text: str) -> str:
         return "".join(t + "\n" for t in re.findall(r"^title: (.*)$", m.group(0), re.MULTILINE))
 
     text = re.sub(r"^---\n.*?^---\n", front, text, flags=re.MULTILINE | re.DOTALL)
+    # a state diagram: its state ids and the trace's event names on the arrows are names; a state's label is
+    # what `state "LABEL" as id` declares
+    text = re.sub(r'^\s*state "([^"]*)" as \w+', r"\1", text, flags=re.MULTILINE)
+    text = re.sub(r"^\s*stateDiagram-v2$|^\s*(?:\[\*\]|\w+) --> (?:\[\*\]|\w+)|\b[a-z]+\.[a-z_]+\b", " ",
+                  text, flags=re.MULTILINE)
     return re.sub(r"^\s*(?:class|classDef|flowchart|sequenceDiagram|end|%%).*$|"
                   r"^\s*(?:participant \w+ as|Note over \w+:|\w+-?->>\w+:|subgraph \w+)|\b\w+_\w+\b|"
                   r"\bn\d+\b|#\w+;|-->|-\.->|\|", " ", text, flags=re.MULTILINE)
