@@ -18,6 +18,7 @@ from minisgl.scenarios.base import Scenario
 NAMES = (
     "one_request",
     "shared_prefix",
+    "packed_rows",
     "radix_cache",
     "prefix_cap",
     "admission_budgets",
