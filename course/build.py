@@ -118,6 +118,10 @@ class Course:
                 if ph.kind == "labs":
                     return lab_blocks.labs_table(src_uri, lang)
                 return lab_blocks.lab_block(r.need(ph, 1, "a lab name")[0], src_uri, lang)
+            if ph.kind == "coverage":
+                from course.coverage import coverage_table, summary
+
+                return summary(lang) + "\n\n" + coverage_table(lang)
             if ph.kind == "states":
                 return blocks.states_block({n: self.traces[n] for n in r.need(ph, 1, "scenarios")}, lang)
             scenario = r.need(ph, 1, "a scenario")[0]

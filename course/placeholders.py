@@ -13,6 +13,8 @@
     {{ mutants }}                         each lab's measured mutation run, as a table (the labs page)
     {{ states SCEN SCEN ... }}            a request's states and the events between them, read off those
                                           scenarios' traces: a state diagram and a table
+    {{ coverage }}                        the syllabus's concepts and where each is implemented, shown,
+                                          taught, tested and practised (coverage.py; the coverage page)
 
 An argument `@name` is the page's fact `name`; every other number on a page is refused by the tests, but
 for whatif's `set=` and `prompt=`: the changed inputs of a run the build makes.
@@ -28,7 +30,7 @@ from typing import Any
 from course.facts import FactError, Facts, show
 
 PLACEHOLDER = re.compile(r"\{\{\s*(?P<kind>[a-z]+)(?P<args>(?:[^}]|\}(?!\}))*)\}\}")
-KINDS = ("fact", "figure", "events", "rows", "try", "whatif", "lab", "labs", "mutants", "states")
+KINDS = ("fact", "figure", "events", "rows", "try", "whatif", "lab", "labs", "mutants", "states", "coverage")
 
 
 class PlaceholderError(ValueError):
