@@ -75,10 +75,14 @@ async def _drive(port: int, proc: subprocess.Popen) -> tuple[str, str, str]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_the_app_is_served_in_a_browser_and_stops_with_everything_it_started(sig):
-    port = _free_port()
-    proc = subprocess.Popen(REPLAY + [str(ENGINE), "--web", "--port", str(port)], cwd=ROOT, text=True,
+    # --port 0: the server picks a free port and says which (no port chosen here that another test may take)
+    proc = subprocess.Popen(REPLAY + [str(ENGINE), "--web", "--port", "0"], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     server = psutil.Process(proc.pid)
+    said = proc.stdout.readline()  # printed, flushed, before it serves
+    found = re.search(r"http://127\.0\.0\.1:(\d+)/", said)
+    assert found, said + proc.stdout.read() if proc.poll() is not None else said
+    port = int(found.group(1))
     try:
         page, first, after = asyncio.run(_drive(port, proc))
         assert "minisgl replay" in page and "/ws" in page
@@ -94,7 +98,7 @@ def test_the_app_is_served_in_a_browser_and_stops_with_everything_it_started(sig
             os.killpg(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate()
             pytest.fail(f"the server did not stop on {sig.name}:\n{out}")
-    assert f"http://127.0.0.1:{port}/" in out and "Ctrl+C" in out
+    assert "Ctrl+C" in said + out
     _, alive = psutil.wait_procs(children, timeout=5)
     assert not alive, f"left running: {alive}"
     assert not _listening(port)
