@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,17 +59,10 @@ class Lab:
         return path
 
 
-def _written(starter: Path) -> list[str]:
-    """The functions and classes a starter defines at its top level: what the learner writes (bugs.py's
-    starter_names adds its constants)."""
-    tree = ast.parse(starter.read_text())
-    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    return [node.name for node in tree.body if isinstance(node, kinds)]
-
-
 def reference_source(lab: Lab) -> str:
     """Each starter name taken from where the engine defines it: a method from the component's class, any
     other name from the component's home module."""
+    from minisgl.labs.bugs import starter_names
     from minisgl.labs.components import get
 
     component = get(lab.component)
@@ -80,7 +72,7 @@ def reference_source(lab: Lab) -> str:
              'in the starter\'s shape (minisgl/labs/lab.py wrote it)."""', ""]
     imports: list[str] = []
     names: list[str] = []
-    for name in _written(lab.starter):
+    for name in starter_names(lab):
         module, _, cls = owners.get(name, (home, "", ""))
         if cls:
             imports.append(f"from {module} import {cls} as _{cls}")
