@@ -37,7 +37,6 @@ from minisgl.scheduler.schedule_batch import ScheduleBatch
 from minisgl.scheduler.schedule_policy import AddReqResult, PrefillAdder, SchedulePolicy
 from minisgl.scheduler.scheduler_metrics_mixin import SchedulerMetricsMixin
 from minisgl.scheduler.scheduler_overlap import SchedulerOverlapMixin
-from minisgl.scheduler.scheduler_runtime_checker_mixin import SchedulerRuntimeCheckerMixin
 from minisgl.scheduler.tp_worker import TpModelWorker
 from minisgl.scheduler.trace_collector import SchedulerTraceCollector
 from minisgl.scheduler.utils import GenerationBatchResult, clamp_max_new_tokens, validate_input_length
@@ -52,7 +51,7 @@ INIT_NEW_TOKEN_RATIO, MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY = 0.7, 0.1, 0.0
 
 
 class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerDisaggregationMixin,
-                SchedulerMetricsMixin, SchedulerRuntimeCheckerMixin):
+                SchedulerMetricsMixin):
     def __init__(self, server_args: ServerArgs, model_runner: ModelRunner, tokenizer, recv_from_tokenizer,
                  send_to_detokenizer, dp_rank: int = 0):
         self.server_args = server_args

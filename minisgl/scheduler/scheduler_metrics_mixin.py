@@ -1,5 +1,6 @@
-"""SchedulerMetricsMixin: what the scheduler reports about its load (SGLang keeps get_load in a mixin
-of this name)."""
+"""SchedulerMetricsMixin: what the scheduler knows of its own memory — the load it reports (/health,
+/get_load) and the check, while idle, that no KV slot or request slot leaked. SGLang keeps get_load in a
+mixin of this name and the idle check in SchedulerRuntimeCheckerMixin; here the two share one."""
 
 from __future__ import annotations
 
@@ -18,3 +19,16 @@ class SchedulerMetricsMixin:
             total_slots=self.token_to_kv_pool.size,
             dp_rank=self.dp_rank,
         )
+
+    def self_check_during_idle(self) -> None:
+        """When nothing is queued or running, every KV slot must be free or held by the radix cache."""
+        if not self.is_idle():
+            return
+        free, cached = self.token_to_kv_pool.available_size(), self.tree_cache.total_size()
+        if free + cached != self.token_to_kv_pool.size:
+            raise RuntimeError(
+                f"KV cache leak: {free} free + {cached} cached != {self.token_to_kv_pool.size} slots "
+                "while idle"
+            )
+        if self.req_to_token_pool.available_size() != self.req_to_token_pool.size:
+            raise RuntimeError("request slot leak: request slots are held while idle")
