@@ -66,8 +66,10 @@ COMPONENTS: dict[str, Component] = {c.id: c for c in (
               (Slot("minisgl.scheduler.scheduler", "validate_input_length"),
                Slot("minisgl.scheduler.scheduler", "clamp_max_new_tokens")),
               "minisgl/scheduler/utils.py"),
-    Component("future_map", "FutureMap (the overlap loop's placeholders)",
-              (Slot("minisgl.scheduler.tp_worker_overlap_thread", "FutureMap"),),
+    Component("future_map", "FutureMap and split_launched_rows (the overlap loop's placeholders, and its "
+              "results a round late)",
+              (Slot("minisgl.scheduler.tp_worker_overlap_thread", "FutureMap"),
+               Slot("minisgl.scheduler.scheduler_overlap", "split_launched_rows")),
               "minisgl/scheduler/overlap_utils.py"),
     Component("spec_verify", "NGRAMWorker.verify and accept_lengths (speculative decoding's verify step)",
               (Slot("minisgl.speculative.ngram_worker", "accept_lengths"),

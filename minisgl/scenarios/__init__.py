@@ -49,6 +49,7 @@ GRADING = (
     "tm_refused",
     "spec_boundaries",
     "overlap_ring",
+    "overlap_late",
     "mixed_boundaries",
     "context_boundaries",
 )

@@ -8,11 +8,19 @@ placeholders in round N+1's input ids for them just before its forward (resolve_
 
 The indices go round a ring buffer: a placeholder is read by the very next round only, so a ring a few
 batches long is never overwritten while one is still unread.
+
+Round N's result comes back while round N+1 runs, one round late; split_launched_rows says which of its rows
+still count by then.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from minisgl.scheduler.req import Req
 
 
 class FutureMap:
@@ -35,3 +43,29 @@ class FutureMap:
 
     def store_to_future_map(self, future_indices: list[int], next_token_ids: list[int]) -> None:
         self.token_ids_buf[future_indices] = torch.tensor(next_token_ids, dtype=torch.int64)
+
+
+def split_launched_rows(reqs: list[Req], placeholders: list[int], chunked_req: Req | None
+                        ) -> tuple[list[int], list[int]]:
+    """Round N's rows, processed one round late: (keep, late), two lists of row indices in batch order.
+
+    A request's row is still wanted if the oldest of its future_token_ids is this row's placeholder: the
+    row is consumed (that placeholder popped) and kept, or, if the request finished meanwhile (its finish
+    was seen in round N-1's result, after round N was launched), it goes to `late` (its KV slot is freed,
+    its token dropped). A row whose placeholder is gone belongs to a request retracted while the round ran:
+    in neither list. The chunked request's row (an intermediate chunk, it sampled nothing) is always kept.
+    """
+    keep: list[int] = []
+    late: list[int] = []
+    for i, req in enumerate(reqs):
+        if req is chunked_req:
+            keep.append(i)
+            continue
+        if not req.future_token_ids or req.future_token_ids[0] != placeholders[i]:
+            continue  # retracted while this round ran: the token is recomputed when it resumes
+        req.future_token_ids.pop(0)
+        if req.finished():
+            late.append(i)
+        else:
+            keep.append(i)
+    return keep, late

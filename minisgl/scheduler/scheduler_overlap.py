@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from minisgl.scheduler.overlap_utils import split_launched_rows
 from minisgl.scheduler.tp_worker_overlap_thread import TpModelWorkerClient
 from minisgl.scheduler.utils import GenerationBatchResult
 
@@ -77,18 +78,9 @@ class SchedulerOverlapMixin:
     def process_batch_result_overlap(self, batch: ScheduleBatch, placeholders: list[int],
                                      result: GenerationBatchResult) -> None:
         """Keep the rows whose request still waits for this token; free the extra rows of finished ones."""
-        keep: list[int] = []
-        for i, req in enumerate(batch.reqs):
-            if req is batch.chunked_req:
-                keep.append(i)
-                continue
-            if not req.future_token_ids or req.future_token_ids[0] != placeholders[i]:
-                continue  # retracted while this round ran: the token is recomputed when it resumes
-            req.future_token_ids.pop(0)
-            if req.finished():  # it finished a round late: this row ran after its end
-                self.cache_manager.free_slots(batch.last_row_slot(i), "finished")
-                continue
-            keep.append(i)
+        keep, late = split_launched_rows(batch.reqs, placeholders, batch.chunked_req)
+        for i in late:  # it finished a round late: this row ran after its end
+            self.cache_manager.free_slots(batch.last_row_slot(i), "finished")
         kept = replace(batch, reqs=[batch.reqs[i] for i in keep])
 
         def pick(values):

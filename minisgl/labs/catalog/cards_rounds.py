@@ -142,15 +142,15 @@ DECODE_INCREMENTAL = Lab(
 
 FUTURE_MAP = Lab(
     name="future_map",
-    title="The overlap loop's FutureMap: placeholders for tokens not sampled yet",
+    title="The overlap loop's FutureMap and its results a round late",
     component="future_map",
     file="future_map.py",
     lesson="overlap",
     scenario="overlap_schedule",
-    boundaries=("overlap_ring",),
+    boundaries=("overlap_ring", "overlap_late", "retract_ties"),
     order=13,
     sglang="python/sglang/srt/managers/overlap_utils.py: FutureMap (alloc_future_indices, "
-           "resolve_future, store_to_future_map)",
+           "resolve_future, store_to_future_map); scheduler.py: event_loop_overlap (the result a round late)",
     hints=(
         "__init__: self.size = 3 * max_running_requests + 1, self.future_ct = 0, and self.token_ids_buf = "
         "torch.zeros(self.size + 1, dtype=torch.int64): indices run 1 .. size, index 0 is never handed out.",
@@ -162,6 +162,10 @@ FUTURE_MAP = Lab(
         "(sched.sampled).",
         "store_to_future_map: self.token_ids_buf[future_indices] = torch.tensor(next_token_ids, "
         "dtype=torch.int64).",
+        "split_launched_rows: for each row i, the chunked request goes to keep untouched; a request whose "
+        "future_token_ids is empty or starts with another placeholder than placeholders[i] was retracted "
+        "(skip it); else pop(0), then late if req.finished() else keep. A kept late row shows as an extra "
+        "sched.output_appended after the request's end; a missed late row as a kv.free that never comes.",
     ),
 )
 

@@ -1,10 +1,15 @@
-"""Unit tests of the future_map lab: your FutureMap under `minisgl lab test future_map`, else the engine's."""
+"""Unit tests of the future_map lab: your FutureMap and split_launched_rows under `minisgl lab test
+future_map`, else the engine's."""
 
 import torch
 
 from minisgl.labs.testing import component
+from minisgl.sampling.sampling_params import SamplingParams
+from minisgl.scheduler.finish_reason import FINISH_LENGTH
+from minisgl.scheduler.req import Req
 
 FutureMap = component("future_map").FutureMap  # yours under `minisgl lab test`
+split_launched_rows = component("future_map").split_launched_rows
 
 
 def test_the_ring_has_room_for_three_batches():
@@ -53,3 +58,37 @@ def test_a_later_round_overwrites_an_index_it_wrapped_to():
     assert again == [1]
     fm.store_to_future_map(again, [20])
     assert fm.resolve_future_token_ids(torch.tensor([-1, -2, -4])).tolist() == [20, 11, 13]
+
+
+def _req(rid: str, *placeholders: int, finished: bool = False) -> Req:
+    req = Req(rid, [1, 2, 3], SamplingParams(max_new_tokens=8, ignore_eos=True), eos_token_ids=set())
+    req.future_token_ids = list(placeholders)
+    if finished:
+        req.finished_reason = FINISH_LENGTH(length=8)
+    return req
+
+
+def test_rows_still_waiting_are_kept_and_consumed():
+    a, b = _req("a", -1, -3), _req("b", -2)
+    assert split_launched_rows([a, b], [-1, -2], None) == ([0, 1], [])
+    assert a.future_token_ids == [-3] and b.future_token_ids == [], "the oldest placeholder is popped"
+
+
+def test_a_request_that_finished_meanwhile_has_a_late_row():
+    a, b = _req("a", -4, finished=True), _req("b", -5)
+    assert split_launched_rows([a, b], [-4, -5], None) == ([1], [0])
+    assert a.future_token_ids == [], "a late row is consumed too"
+
+
+def test_a_retracted_request_is_in_neither_list():
+    a, b = _req("a"), _req("b", -7)  # a was retracted: its placeholders were dropped
+    assert split_launched_rows([a, b], [-6, -7], None) == ([1], [])
+    c = _req("c", -9)  # retracted and re-admitted: its placeholder is from a later round
+    assert split_launched_rows([c], [-8], None) == ([], [])
+    assert c.future_token_ids == [-9], "a row that is not the request's is left alone"
+
+
+def test_the_chunked_request_is_kept_as_it_is():
+    a, chunk = _req("a", -1), _req("chunk")
+    assert split_launched_rows([chunk, a], [-2, -1], chunk) == ([0, 1], [])
+    assert chunk.future_token_ids == []
