@@ -19,6 +19,7 @@ class ServerArgs:
     mem_fraction_static: float = 0.05  # share of free memory given to the KV pool when the above is None
     max_running_requests: int = 64
     context_length: int | None = None  # None: the model's own
+    allow_auto_truncate: bool = False  # the server shortens a prompt or max_new_tokens that would not fit
     random_seed: int = 0
     cpu_kernels: str = "auto"  # auto | on | off: the C++ kernels of minisgl/kernels on the cpu
     # decode forwards replayed from a recording where they can be (SGLang: cuda graph)
@@ -172,6 +173,9 @@ class ServerArgs:
                        help="requests that may hold a request slot at once")
         g.add_argument("--context-length", type=int, default=d.context_length,
                        help="longest sequence (prompt + output); default: the model's")
+        g.add_argument("--allow-auto-truncate", action="store_true",
+                       help="a request longer than the context is shortened, not refused: the prompt keeps "
+                            "its first tokens, max_new_tokens is cut to what fits (a warning is logged)")
         g.add_argument("--random-seed", type=int, default=d.random_seed, help="seed for unseeded sampling")
         g = parser.add_argument_group("scheduler")
         g.add_argument("--chunked-prefill-size", type=int, default=d.chunked_prefill_size,

@@ -5,7 +5,7 @@ A request coroutine runs `generate_request`: tokenize (on the tokenizer thread: 
 One background task, `handle_loop`, receives every BatchStrOutput from the detokenizer, files each rid's
 piece into its ReqState and wakes that waiter.
 Tokenizing, validating and filing outputs are TokenizerManagerCore's (tokenizer_manager_core.py), which the
-offline Engine uses too; this class adds the sockets, the waiters and the length check against the limits
+offline Engine uses too; this class adds the sockets, the waiters and the length checks against the limits
 the scheduler reported.
 """
 
@@ -37,6 +37,7 @@ from minisgl.server import tm_trace
 from minisgl.server.errors import RequestError, client_disconnected, server_shutting_down, server_unavailable
 from minisgl.server.port_args import PortArgs
 from minisgl.server.protocol import GenerateReqInput
+from minisgl.server.request_validation import validate_one_request
 from minisgl.server.tokenizer_manager_core import ReqState, TokenizerManagerCore, refusal
 from minisgl.server.zmq_io import AsyncPullReceiver, PushSender
 
@@ -64,6 +65,7 @@ class TokenizerManager(TokenizerManagerCore):
         self.dp_size = dp_size
         # "prefill" or "decode": one half of a PD pair (server_lifecycle.py)
         self.disaggregation_mode = "null"
+        self.allow_auto_truncate = False  # --allow-auto-truncate: shorten what does not fit, not refuse it
         send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name,
                                        dst="scheduler" if dp_size == 1 else "data_parallel_controller")
         super().__init__(tokenizer, limits.vocab_size, send_to_scheduler)
@@ -88,7 +90,7 @@ class TokenizerManager(TokenizerManagerCore):
         tm_trace.generate_req_input(obj.rid)
         tokenized = await self.run_in_tokenizer_thread(self._tokenize_one_request, obj)
         self._check_alive()  # a child may have died while the prompt was being tokenized
-        self._check_length(len(tokenized.input_ids))
+        validate_one_request(tokenized, self.limits, self.allow_auto_truncate)
         state = self._init_req_state(obj, event=asyncio.Event())
         if self.metrics is not None:
             self.metrics.request_started(obj.rid)
@@ -115,18 +117,6 @@ class TokenizerManager(TokenizerManagerCore):
         (transformers may switch its padding and truncation settings per call, which is not thread-safe).
         The price: a huge prompt delays the tokenizing of the requests behind it, never a running one."""
         return await asyncio.get_running_loop().run_in_executor(self._tokenizer_thread, fn, *args)
-
-    def _check_length(self, n: int) -> None:
-        """Refuse a prompt that cannot fit before it is sent (the scheduler would refuse it too, less
-        clearly)."""
-        if n == 0:
-            raise RequestError("the prompt is empty: at least one input token is needed")
-        limit = self.limits.max_req_len
-        if n >= limit:
-            raise RequestError(
-                f"the prompt has {n} tokens, but at most {limit - 1} fit: this server's limit is {limit} "
-                f"tokens for prompt and output together (context length {self.limits.context_len}, KV cache "
-                f"{self.limits.max_total_num_tokens} slots)", code="context_length_exceeded")
 
     async def _wait_one_response(self, obj: GenerateReqInput, state: ReqState, request: Request | None
                                  ) -> AsyncIterator[dict[str, Any]]:

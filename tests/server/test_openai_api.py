@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import openai
 import pytest
 
 CHATS = [
@@ -139,17 +140,21 @@ def test_native_generate_text_and_input_ids_stream_or_not(http, engine):
     assert all(b["text"].startswith(a["text"]) for a, b in itertools.pairwise(chunks))
 
 
-def test_max_tokens_clamped_to_the_context_is_reported(client, model):
-    """1016 prompt tokens leave 8 of the test server's 1024-token context: max_tokens 50 runs as 8, and the
-    answer says so (in a `warning` field the openai client keeps as an extra), streamed or not."""
+def test_max_tokens_past_the_context_is_refused_as_sglang_does(client, model):
+    """1016 prompt tokens leave 8 of the test server's 1024-token context: max_tokens 8 runs, max_tokens 50
+    is a 400 with SGLang's message and both numbers (streamed too, before any chunk), and the server goes on."""
     prompt = [1] + [2683] * 1015  # token ids: the completions endpoint takes them as the prompt
-    resp = client.completions.create(model=model, prompt=prompt, max_tokens=50, temperature=0)
-    assert resp.usage.prompt_tokens == 1016 and resp.usage.completion_tokens <= 8
-    assert "max_new_tokens 50 was clamped to 8" in resp.model_extra["warning"]
-    chunks = list(client.completions.create(model=model, prompt=prompt, max_tokens=50, temperature=0,
-                                            stream=True))
-    warned = [c.model_extra["warning"] for c in chunks if (c.model_extra or {}).get("warning")]
-    assert len(warned) == 1 and "clamped to 8" in warned[0]
-    assert chunks[-1].choices[0].finish_reason is not None  # the warning rides on the last chunk
-    short = client.completions.create(model=model, prompt="Hello", max_tokens=2, temperature=0)
-    assert "warning" not in (short.model_extra or {})
+    fits = client.completions.create(model=model, prompt=prompt, max_tokens=8, temperature=0)
+    assert fits.usage.prompt_tokens == 1016 and fits.usage.completion_tokens <= 8
+    assert "warning" not in (fits.model_extra or {})
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.completions.create(model=model, prompt=prompt, max_tokens=50, temperature=0, stream=stream)
+        assert refused.value.status_code == 400
+        assert refused.value.code == "context_length_exceeded"
+        assert refused.value.body["message"] == (
+            "Requested token count exceeds the model's maximum context length of 1024 tokens. You requested "
+            "a total of 1066 tokens: 1016 tokens from the input messages and 50 tokens for the completion. "
+            "Please reduce the number of tokens in the input messages or the completion to fit within the "
+            "limit.")
+    assert client.completions.create(model=model, prompt="Hello", max_tokens=2, temperature=0).choices
