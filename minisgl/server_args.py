@@ -34,6 +34,7 @@ class ServerArgs:
     disable_radix_cache: bool = False
     enable_mixed_chunk: bool = False
     stream_interval: int = 1
+    grammar_backend: str = "xgrammar"  # structured output (json_schema, regex, ebnf): xgrammar | none
     # the overlap loop (off by default: it does not win on a 2-core cpu)
     enable_overlap_schedule: bool = False
     disable_overlap_schedule: bool = False  # SGLang's flag: the normal loop (already the default here)
@@ -190,6 +191,9 @@ class ServerArgs:
                        help="let running requests' decode steps ride along in prefill rounds (MIXED)")
         g.add_argument("--stream-interval", type=int, default=d.stream_interval,
                        help="send streamed tokens every N tokens")
+        g.add_argument("--grammar-backend", default=d.grammar_backend, choices=["xgrammar", "none"],
+                       help="structured output (json_schema, regex, ebnf; OpenAI's response_format): "
+                            "xgrammar compiles each grammar once and masks the logits; none refuses them")
         g.add_argument("--enable-overlap-schedule", action="store_true",
                        help="SGLang's overlap scheduler: round N's forward runs on a thread of its own while "
                             "the scheduler processes round N-1's result and forms round N+1 (results and "

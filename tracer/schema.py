@@ -135,6 +135,15 @@ SCHED_REQ_CREATED = _event("sched.req_created", {
     "type": "Req", "input_len": "prompt tokens", "sampling_params": "as the scheduler runs them",
     "max_new_tokens_clamped": v2("{from, to}: max_new_tokens cut to fit the context or the KV pool")})
 SCHED_REFUSED = _event("sched.refused", {"message": "why the request never ran"})
+SCHED_GRAMMAR_QUEUED = _event("sched.grammar_queued", {
+    "kind": "json_schema, regex or ebnf: compiling on the grammar thread; enqueued next round"},
+    since=2)
+SCHED_GRAMMAR_READY = _event("sched.grammar_ready", {
+    "kind": "json_schema, regex or ebnf", "cached": "compiled for an earlier request: enqueued at once"},
+    since=2)
+SCHED_GRAMMAR_MASKED = _event("sched.grammar_masked", {
+    "allowed": "per rid, how many tokens its grammar lets the sampler pick (the rest masked to -inf)"},
+    since=2)
 SCHED_ENQUEUED = _event("sched.enqueued", {
     "queue_len": "waiting queue length after", "retracted": "a retracted request, put at the front",
     "position": "optional index in the queue after the insert (no emitter writes it yet)"})

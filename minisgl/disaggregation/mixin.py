@@ -24,6 +24,7 @@ from minisgl.disaggregation.utils import DisaggregationMode
 from minisgl.server.zmq_io import RECV_POLL_MS
 
 if TYPE_CHECKING:
+    from minisgl.scheduler.req import Req
     from minisgl.scheduler.schedule_batch import ScheduleBatch
 
 
@@ -36,6 +37,15 @@ class SchedulerDisaggregationMixin(SchedulerDisaggregationPrefillMixin, Schedule
             self.init_disagg_prefill(zmq.Context.instance())
         elif self.disaggregation_mode == DisaggregationMode.DECODE:
             self.init_disagg_decode(zmq.Context.instance())
+
+    def _add_request_to_queue(self, req: Req) -> None:
+        """NULL: the waiting queue. PREFILL: wait for the decode half first; DECODE: for KV slots first."""
+        if self.disaggregation_mode == DisaggregationMode.PREFILL:
+            self.disagg_prefill_bootstrap_queue.add(req)
+        elif self.disaggregation_mode == DisaggregationMode.DECODE:
+            self.disagg_decode_prealloc_queue.add(req)
+        else:
+            self.waiting_queue.append(req)
 
     def disagg_refusal(self, recv_req) -> str | None:
         if self.disaggregation_mode == DisaggregationMode.NULL or recv_req.bootstrap_room is not None:

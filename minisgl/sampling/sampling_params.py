@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 MAX_STOP_STRS = 16
 MAX_SEED = 2**63
+GRAMMAR_KEYS = ("json_schema", "regex", "ebnf")  # a structured-output grammar: at most one per request
 
 
 def _is_int(x: Any) -> bool:
@@ -33,6 +34,10 @@ class SamplingParams:
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
     skip_special_tokens: bool = True
+    # structured output (constrained/): the output must match this JSON schema, regular expression or EBNF
+    json_schema: str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
     stop_strs: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def verify(self) -> None:
@@ -59,6 +64,18 @@ class SamplingParams:
         for name in ("ignore_eos", "skip_special_tokens"):
             if not isinstance(getattr(self, name), bool):
                 _bad(name, getattr(self, name), "true or false")
+        given = [name for name in GRAMMAR_KEYS if getattr(self, name) is not None]
+        for name in given:
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                _bad(name, getattr(self, name), "null or a non-empty string")
+        if len(given) > 1:
+            raise ValueError(f"sampling_params: {' and '.join(given)} are both set; a request takes at most "
+                             "one of json_schema, regex and ebnf")
+
+    def grammar_key(self) -> tuple[str, str] | None:
+        """(kind, text) of the request's grammar, or None."""
+        return next(((name, getattr(self, name)) for name in GRAMMAR_KEYS if getattr(self, name) is not None),
+                    None)
 
     def _verify_stop(self) -> None:
         stop = self.stop
@@ -101,7 +118,8 @@ class SamplingParams:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready copies: a normalized set of stop ids comes back as a sorted list."""
-        out = {name: getattr(self, name) for name in _field_names()}
+        out = {name: getattr(self, name) for name in _field_names()
+               if name not in GRAMMAR_KEYS or getattr(self, name) is not None}
         for key in ("stop", "stop_token_ids"):
             value = out[key]
             if isinstance(value, set):

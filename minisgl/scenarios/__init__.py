@@ -27,6 +27,7 @@ NAMES = (
     "retract",
     "mixed_round",
     "stream_detok",
+    "structured_output",
     "abort",
     "client_disconnect",
     "context_limit",

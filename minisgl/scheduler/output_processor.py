@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from minisgl.sampling.sampling_params import SamplingParams
 from minisgl.scheduler.finish_reason import FINISH_ABORT
 from minisgl.scheduler.io_struct import BatchTokenIDOutput, TokenizedGenerateReqInput
 from minisgl.scheduler.req import Req
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from minisgl.scheduler.schedule_batch import ScheduleBatch
@@ -56,6 +59,9 @@ class SchedulerOutputProcessorMixin:
         way a token joins a request's output."""
         req.output_ids.append(result.next_token_ids[i])
         req.output_logprobs.append(result.logprobs[i])
+        if req.grammar is not None and not req.grammar.accept_token(result.next_token_ids[i]):
+            req.to_abort = True  # the mask allowed only what the grammar accepts: this is a bug, said loudly
+            logger.error("rid %s: the grammar refused token %d", req.rid, result.next_token_ids[i])
         if req.top_logprobs_num > 0:
             req.output_top_logprobs_val.append(result.top_logprobs_val[i])
             req.output_top_logprobs_idx.append(result.top_logprobs_idx[i])
@@ -64,7 +70,11 @@ class SchedulerOutputProcessorMixin:
 
     def _refuse(self, recv_req: TokenizedGenerateReqInput, message: str) -> None:
         """A request the scheduler will not run: its only output, finished as abort with HTTP status 400."""
-        req = Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(), eos_token_ids=self.eos_token_ids)
+        self._refuse_req(Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(),
+                             eos_token_ids=self.eos_token_ids), message)
+
+    def _refuse_req(self, req: Req, message: str) -> None:
+        """(Also a request that waited for a grammar that did not compile: it holds no KV.)"""
         req.finished_reason = FINISH_ABORT(message, status_code=400)
         self.trace_collector.req_refused(req, message)
         self.stream_output([req])

@@ -52,6 +52,9 @@ class Req:
         # NGRAM speculation: the most draft tokens this request proposes next round (None until its first
         # proposal; speculative/ngram_worker.py grows it while its drafts are accepted)
         self.spec_draft_limit: int | None = None
+        # structured output (constrained/): the matcher of the request's json_schema, regex or ebnf, once
+        # compiled; its mask is applied to the request's logits row, and every kept token advances it
+        self.grammar = None
         # prefill/decode disaggregation (minisgl/disaggregation/): the prefill server's bootstrap address, and
         # the room, the number the router gave both halves of this request so they find each other
         self.bootstrap_host, self.bootstrap_port, self.bootstrap_room = (
@@ -98,7 +101,9 @@ class Req:
             return
         params = self.sampling_params
         last = self.output_ids[-1]
-        if last in params.stop_token_ids or (not params.ignore_eos and last in self.eos_token_ids):
+        if self.grammar is not None and self.grammar.is_terminated():  # the grammar took its stop token
+            self.finished_reason = FINISH_MATCHED_TOKEN(last)
+        elif last in params.stop_token_ids or (not params.ignore_eos and last in self.eos_token_ids):
             self.finished_reason = FINISH_MATCHED_TOKEN(last)
         elif params.stop_strs and tokenizer is not None and (hit := self._matched_stop_str(tokenizer)):
             self.finished_reason = FINISH_MATCHED_STR(hit)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 
+from minisgl.constrained.grammar_manager import GrammarManager
+from minisgl.constrained.xgrammar_backend import create_grammar_backend
 from minisgl.disaggregation.mixin import SchedulerDisaggregationMixin
 from minisgl.disaggregation.utils import DisaggregationMode
 from minisgl.mem_cache.cache_manager import CacheManager
@@ -70,7 +72,12 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         self.eos_token_ids = set(model_runner.model_config.eos_token_ids)
         self.max_req_len = min(model_runner.context_len, self.token_to_kv_pool.size)
         self.trace_collector = SchedulerTraceCollector(self)  # every trace event of this process
-        self.tp_worker = TpModelWorker(model_runner, self.trace_collector, server_args.random_seed)
+        # structured output: grammars compiled on a thread of their own, masks applied by the worker
+        grammar_backend = create_grammar_backend(server_args.grammar_backend, model_runner.source,
+                                                 model_runner.model_config.vocab_size, self.eos_token_ids)
+        self.grammar_manager = GrammarManager(grammar_backend, self.trace_collector, server_args)
+        self.tp_worker = TpModelWorker(model_runner, self.trace_collector, server_args.random_seed,
+                                       grammar_backend)
         # the worker every batch runs on, chosen once: with --speculative-algorithm NGRAM one that wraps the
         # target model's and verifies n-gram drafts in decode rounds (speculative/ngram_worker.py)
         self.model_worker = (NGRAMWorker(self.tp_worker, self.cache_manager, server_args)
@@ -118,7 +125,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         pending = self.last_batch is not None and self.last_batch.forward_mode.is_extend() and any(
             not r.finished() for r in self.last_batch.reqs)
         return (not self.waiting_queue and self.running_batch.is_empty() and self.chunked_req is None
-                and not pending and not self.result_queue and not any(self.disagg_queues))
+                and not pending and not self.result_queue and not any(self.disagg_queues)
+                and not self.grammar_manager.has_waiting_grammars())
 
     def nothing_to_run(self) -> bool:  # idle, or paused with no result left: wait for a message
         return self.is_idle() or (self.engine_paused and not self.result_queue)
@@ -127,6 +135,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         return self.recv_from_tokenizer.recv_all(block)
 
     def process_input_requests(self, recv_reqs: list) -> None:
+        # requests whose grammar was compiling last round: enqueued now (or refused: it did not compile)
+        self.grammar_manager.move_ready_grammar_requests(self._add_request_to_queue, self._refuse_req)
         for recv_req in recv_reqs:
             if isinstance(recv_req, TokenizedGenerateReqInput):
                 self.handle_generate_request(recv_req)
@@ -151,7 +161,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
             return self._refuse(recv_req,
                                 f"duplicate request id {recv_req.rid!r}: a request with it is running")
         if why := (validate_input_length(n, self.max_req_len, self.model_runner.context_len,
-                                         self.token_to_kv_pool.size) or self.disagg_refusal(recv_req)):
+                                         self.token_to_kv_pool.size) or self.disagg_refusal(recv_req)
+                   or self.grammar_manager.refusal(params)):
             return self._refuse(recv_req, why)
         asked = params.max_new_tokens
         params.max_new_tokens = clamp_max_new_tokens(n, asked, self.max_req_len)
@@ -164,23 +175,16 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
                   bootstrap_host=recv_req.bootstrap_host, bootstrap_port=recv_req.bootstrap_port,
                   bootstrap_room=recv_req.bootstrap_room)
         self.rid_to_req[req.rid] = req
-        self._add_request_to_queue(req)
+        if not self.grammar_manager.process_req_with_grammar(req):  # else: enqueued once it is compiled
+            self._add_request_to_queue(req)
         self.trace_collector.req_created(req, asked)
-
-    def _add_request_to_queue(self, req: Req) -> None:
-        """NULL: the waiting queue. PREFILL: wait for the decode half first; DECODE: for KV slots first."""
-        if self.disaggregation_mode == DisaggregationMode.PREFILL:
-            self.disagg_prefill_bootstrap_queue.add(req)
-        elif self.disaggregation_mode == DisaggregationMode.DECODE:
-            self.disagg_decode_prealloc_queue.add(req)
-        else:
-            self.waiting_queue.append(req)
 
     def abort_request(self, recv_req: AbortReq) -> None:
         req = self.rid_to_req.get(recv_req.rid)
         if req is None:
             return
-        waiting = req in self.waiting_queue or any(q.remove(req) for q in self.disagg_queues)  # PD: no KV yet
+        waiting = (req in self.waiting_queue or any(q.remove(req) for q in self.disagg_queues)
+                   or self.grammar_manager.abort(req))  # in a PD queue, or waiting for its grammar: no KV yet
         where = "waiting" if waiting else "running"
         self.trace_collector.abort_requested(req, where)
         if where == "waiting":  # holds no KV: finish it now

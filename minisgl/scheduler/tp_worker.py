@@ -21,8 +21,9 @@ from minisgl.scheduler.utils import GenerationBatchResult
 
 class TpModelWorker:
     def __init__(self, model_runner: ModelRunner, trace_collector: SchedulerTraceCollector,
-                 random_seed: int = 0):
+                 random_seed: int = 0, grammar_backend=None):
         self.model_runner = model_runner
+        self.grammar_backend = grammar_backend  # structured output: masks the rows of requests with a grammar
         self.trace_collector = trace_collector  # the scheduler's: it sees the forward begin and end
         self.sampler = Sampler(random_seed=random_seed)
         self.sampler.use_kernel = model_runner.use_cpu_kernels
@@ -50,9 +51,25 @@ class TpModelWorker:
         params = [r.sampling_params for r in row_reqs]
         result = GenerationBatchResult(next_token_ids=[], logprobs=[], forward_time=forward_time)
         with torch.inference_mode():
+            if any(r.grammar is not None for r in row_reqs):
+                logits = self.apply_grammar_masks(logits, row_reqs)
             top_nums = [r.top_logprobs_num for r in row_reqs]
             if any(top_nums):  # only for requests that ask, from the same raw logits the sampler reads
                 result.top_logprobs_val, result.top_logprobs_idx = get_top_logprobs(logits, top_nums)
             next_ids, logprobs = self.sampler(logits, params, output_lens)
         result.next_token_ids, result.logprobs = next_ids.tolist(), logprobs.tolist()
         return result
+
+    def apply_grammar_masks(self, logits: torch.Tensor, row_reqs: list) -> torch.Tensor:
+        """Each grammar row's next-token mask applied to its logits: disallowed tokens become -inf, so the
+        sampler, greedy or not, picks among what the grammar allows (SGLang: the sampling info's vocab
+        mask). The logprobs are then those of the masked row."""
+        rows = [i for i, r in enumerate(row_reqs) if r.grammar is not None]
+        vocab_mask = self.grammar_backend.allocate_vocab_mask(len(row_reqs))
+        for i in rows:
+            row_reqs[i].grammar.fill_vocab_mask(vocab_mask, i)
+        logits = logits.to(torch.float32, copy=True)  # the runner may reuse its logits buffer
+        self.grammar_backend.apply_vocab_mask(logits, vocab_mask, rows)
+        self.trace_collector.grammar_masked([row_reqs[i] for i in rows],
+                                            self.grammar_backend.allowed_counts(vocab_mask, rows))
+        return logits

@@ -77,9 +77,22 @@ class SchedulerTraceCollector:
         waiting = self.sched.waiting_queue
         if waiting and waiting[-1] is req:
             tracer.event("sched.enqueued", rid=req.rid, queue_len=len(waiting), retracted=False)
+        elif self.sched.disaggregation_mode.value == "null":  # its grammar compiles: enqueued next round
+            tracer.event("sched.grammar_queued", rid=req.rid, kind=req.sampling_params.grammar_key()[0])
         else:  # --disaggregation-mode: the prefill's bootstrap queue or the decode's prealloc queue first
             self.sched.disagg_trace.queued(
                 req, "bootstrap" if self.sched.disaggregation_mode.value == "prefill" else "prealloc")
+
+    @hook
+    def grammar_ready(self, req: Req, kind: str, cached: bool) -> None:
+        tracer.event("sched.grammar_ready", rid=req.rid, kind=kind, cached=cached)
+        if not cached:  # it waited a round for the compile, and has just joined the waiting queue
+            tracer.event("sched.enqueued", rid=req.rid, queue_len=len(self.sched.waiting_queue),
+                         retracted=False)
+
+    @hook
+    def grammar_masked(self, reqs: list[Req], allowed: list[int]) -> None:
+        tracer.event("sched.grammar_masked", rids=[r.rid for r in reqs], allowed=allowed)
 
     @hook
     def req_refused(self, req: Req, message: str) -> None:
@@ -90,8 +103,8 @@ class SchedulerTraceCollector:
         tracer.event("sched.abort_requested", rid=req.rid, where=where)
 
     @hook
-    def cache_flushed(self) -> None:
-        """The flush's kv.free events are the pending KV moves, reported by the guard."""
+    def cache_flushed(self) -> None:  # the flush's kv.free events: the pending KV moves the guard reports
+        pass
 
     # ---- choosing the batch ---------------------------------------------------------------------
     @hook
@@ -260,15 +273,11 @@ class SchedulerTraceCollector:
         if nodes != self._traced_tree:
             tracer.event("cache.tree", nodes=nodes)
             self._traced_tree = nodes
-        tracer.event(
-            "sched.round_end",
-            waiting=[r.rid for r in s.waiting_queue],
-            running=[r.rid for r in s.running_batch.reqs],
-            chunked=s.chunked_req.rid if s.chunked_req is not None else None,
-            free_slots=s.token_to_kv_pool.available_size(),
-            cached_slots=s.tree_cache.total_size(),
-            evictable_slots=s.tree_cache.evictable_size(),
-        )
+        tracer.event("sched.round_end", waiting=[r.rid for r in s.waiting_queue],
+                     running=[r.rid for r in s.running_batch.reqs],
+                     chunked=s.chunked_req.rid if s.chunked_req is not None else None,
+                     free_slots=s.token_to_kv_pool.available_size(), cached_slots=s.tree_cache.total_size(),
+                     evictable_slots=s.tree_cache.evictable_size())
         tracer.flush()
 
     def _text(self, token_id: int) -> str:
@@ -287,6 +296,5 @@ def _budgets(budgets: dict) -> dict:
 
 
 def _num(x):
-    """rem_total_tokens is a float (the reservation uses new_token_ratio): 4 decimals are plenty in a
-    trace."""
+    """rem_total_tokens is a float (the reservation uses new_token_ratio): 4 decimals are plenty."""
     return round(x, 4) if isinstance(x, float) else x

@@ -8,6 +8,7 @@ errors.py; `GenerateReqInput` here is what all of them become before the engine 
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Annotated, Any, Literal
@@ -39,6 +40,34 @@ def new_id() -> str:
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat's top_logprobs (completions allow 5)
 
 
+class JsonSchemaFormat(RequestModel):
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None  # accepted: the grammar is always enforced
+
+
+class ResponseFormat(RequestModel):
+    """OpenAI's response_format: text (no constraint), json_object (any JSON object) or json_schema."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("response_format: json_schema is given with type json_schema, and only then")
+        return self
+
+    def grammar(self) -> dict[str, str]:
+        """As SGLang maps it onto the sampling params: a json_schema text (json_object: any object)."""
+        if self.type == "json_object":
+            return {"json_schema": '{"type": "object"}'}
+        if self.type == "json_schema":
+            return {"json_schema": json.dumps(self.json_schema.schema_)}
+        return {}
+
+
 class StreamOptions(RequestModel):
     include_usage: bool = False
     # accepted: minisgl never pads chunks, so there is nothing to turn off
@@ -64,6 +93,11 @@ class SamplingRequest(SGLangUnsupportedFields, RouterFields):
     frequency_penalty: float = 0.0
     user: str | None = None  # accepted: it names the end user to OpenAI and changes nothing in the answer
     logit_bias: Any = None
+    # structured output: OpenAI's response_format, and SGLang's regex, ebnf and json_schema (at most one)
+    response_format: ResponseFormat | None = None
+    regex: str | None = Field(default=None, min_length=1)
+    ebnf: str | None = Field(default=None, min_length=1)
+    json_schema: str | None = Field(default=None, min_length=1)
     # SGLang's extensions
     ignore_eos: bool | None = None
     skip_special_tokens: bool | None = None
@@ -79,6 +113,15 @@ class SamplingRequest(SGLangUnsupportedFields, RouterFields):
         if value == 0:
             raise ValueError("must be -1 (no limit) or at least 1")
         return value
+
+    @model_validator(mode="after")
+    def _one_grammar(self) -> SamplingRequest:
+        given = [name for name in ("regex", "ebnf", "json_schema") if getattr(self, name) is not None]
+        if self.response_format is not None and self.response_format.type != "text":
+            given.append("response_format")
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)} are both given: a request takes one grammar at most")
+        return self
 
     @field_validator("n")
     @classmethod
@@ -114,9 +157,14 @@ def to_sampling_params_dict(request: SamplingRequest) -> dict[str, Any]:
         "ignore_eos": request.ignore_eos,
         "skip_special_tokens": request.skip_special_tokens,
         "stop_token_ids": request.stop_token_ids,
+        "regex": request.regex,
+        "ebnf": request.ebnf,
+        "json_schema": request.json_schema,
     }
-    return {"max_new_tokens": max_new_tokens,
-            **{key: value for key, value in params.items() if value is not None}}
+    given = {key: value for key, value in params.items() if value is not None}
+    if request.response_format is not None:
+        given.update(request.response_format.grammar())
+    return {"max_new_tokens": max_new_tokens, **given}
 
 
 class GenerateReqInput(SGLangUnsupportedFields, RouterFields, GenerateRouterFields):

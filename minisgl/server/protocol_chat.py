@@ -52,8 +52,8 @@ class ChatCompletionRequest(SamplingRequest):
     """POST /v1/chat/completions. `max_completion_tokens` is OpenAI's newer name for `max_tokens`.
 
     `logprobs` asks for each output token's log-probability, `top_logprobs` (0..20, needs logprobs) for the
-    most likely tokens at each position too. The rest of OpenAI's chat fields (tools, response formats,
-    audio, stored completions...) are refused by name."""
+    most likely tokens at each position too; `response_format` (SamplingRequest) makes the answer JSON. The
+    rest of OpenAI's chat fields (tools, audio, stored completions...) are refused by name."""
 
     messages: list[ChatCompletionMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
@@ -70,7 +70,6 @@ class ChatCompletionRequest(SamplingRequest):
     prediction: Any = None
     prompt_cache_retention: Any = None
     reasoning_effort: Any = None
-    response_format: Any = None
     service_tier: Any = None
     store: Any = None
     tool_choice: Any = None
@@ -85,7 +84,7 @@ class ChatCompletionRequest(SamplingRequest):
 
     check_chat_unsupported = refusing(
         "audio", "function_call", "functions", "metadata", "modalities", "parallel_tool_calls", "prediction",
-        "prompt_cache_retention", "reasoning_effort", "response_format", "service_tier", "store",
+        "prompt_cache_retention", "reasoning_effort", "service_tier", "store",
         "tool_choice", "tools", "verbosity", "web_search_options", "chat_template_kwargs",
         "continue_final_message", "separate_reasoning", "stream_reasoning")
 

@@ -22,7 +22,6 @@ class RequestModel(BaseModel):
 # "as without the field"), as generic clients do.
 HARMLESS: dict[str, tuple[Any, ...]] = {
     "store": (False,),
-    "response_format": ({"type": "text"},),
     "tool_choice": ("none",),
     "modalities": (["text"],),
     "best_of": (1,),
@@ -87,9 +86,6 @@ class SGLangUnsupportedFields(RequestModel):
 
     min_tokens: Any = None
     repetition_penalty: Any = None
-    regex: Any = None
-    ebnf: Any = None
-    json_schema: Any = None
     no_stop_trim: Any = None
     lora_path: Any = None
     lora_id: Any = None
@@ -102,6 +98,6 @@ class SGLangUnsupportedFields(RequestModel):
     priority: Any = None
 
     check_sglang_unsupported = refusing(
-        "min_tokens", "repetition_penalty", "regex", "ebnf", "json_schema", "no_stop_trim", "lora_path",
+        "min_tokens", "repetition_penalty", "no_stop_trim", "lora_path",
         "lora_id", "session_params", "return_hidden_states", "return_routed_experts",
         "custom_logit_processor", "custom_params", "stop_regex", "priority")

@@ -17,7 +17,8 @@ COMPLETIONS = "/v1/completions"
 @pytest.mark.parametrize(("path", "body", "param", "words"), [
     (CHAT, {"messages": USER, "frobnicate": 1}, "frobnicate", "Unrecognized request argument supplied: frobnicate"),
     (CHAT, {"messages": USER, "tools": [{"type": "function"}]}, "tools", "does not support `tools`"),
-    (CHAT, {"messages": USER, "response_format": {"type": "json_object"}}, "response_format", "does not support"),
+    (CHAT, {"messages": USER, "response_format": {"type": "xml"}}, "response_format.type", "json_schema"),
+    (CHAT, {"messages": USER, "response_format": {"type": "json_object"}, "regex": "a"}, None, "both given"),
     (CHAT, {"messages": USER, "logprobs": "yes"}, "logprobs", "boolean"),
     (CHAT, {"messages": USER, "top_logprobs": 2}, "top_logprobs", "needs logprobs"),
     (CHAT, {"messages": [{"role": "user", "content": "x", "name": "ann"}]}, "messages[0].name", "does not support"),

@@ -158,3 +158,25 @@ def test_max_tokens_past_the_context_is_refused_as_sglang_does(client, model):
             "Please reduce the number of tokens in the input messages or the completion to fit within the "
             "limit.")
     assert client.completions.create(model=model, prompt="Hello", max_tokens=2, temperature=0).choices
+
+
+def test_response_format_and_regex_with_the_openai_client(client, model, http):
+    """OpenAI's response_format (json_schema, json_object) and SGLang's regex (extra_body) through the
+    official client: the answers parse and match; a regex that does not compile is a 400 naming it."""
+    schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+    chat = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Name a colour, as JSON."}], max_tokens=32,
+        temperature=0, response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema}})
+    assert set(json.loads(chat.choices[0].message.content)) == {"colour"}
+    assert chat.choices[0].finish_reason == "stop"
+    anything = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": 'Reply with exactly this JSON object: {"ok": true}'}],
+        max_tokens=40, temperature=0, response_format={"type": "json_object"})
+    assert json.loads(anything.choices[0].message.content) == {"ok": True}
+    text = client.completions.create(model=model, prompt="The year was", max_tokens=8, temperature=0,
+                                     extra_body={"regex": " [0-9]{4}"})
+    assert text.choices[0].text[0] == " " and text.choices[0].text[1:].isdigit()
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.completions.create(model=model, prompt="x", max_tokens=4, extra_body={"regex": "(a"})
+    assert refused.value.body["message"].startswith("invalid regex")
+    assert http.get("/health").status_code == 200
