@@ -21,9 +21,15 @@ from minisgl import __version__
 from minisgl.server.errors import RequestError, model_not_found, server_shutting_down, server_unavailable
 from minisgl.server.http_guards import install_guards, require_json, require_json_if_body
 from minisgl.server.http_server_args import DEFAULT_MAX_REQUEST_BODY_BYTES
-from minisgl.server.protocol import (AbortReqInput, FlushCacheReqInput, ModelCard, ModelList,
-                                     PauseGenerationInput)
+from minisgl.server.protocol import (
+    AbortReqInput,
+    FlushCacheReqInput,
+    ModelCard,
+    ModelList,
+    PauseGenerationInput,
+)
 from minisgl.server.router_endpoints import WorkerInfo, add_router_routes
+from minisgl.server.serving_anthropic import AnthropicServing
 from minisgl.server.serving_base import read_request
 from minisgl.server.serving_chat import OpenAIServingChat
 from minisgl.server.serving_completions import OpenAIServingCompletion
@@ -44,14 +50,17 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
     app.state.openai_serving_chat = OpenAIServingChat(tokenizer_manager, served_model_name)
     app.state.openai_serving_completion = OpenAIServingCompletion(tokenizer_manager, served_model_name)
     app.state.serving_generate = ServingGenerate(tokenizer_manager, served_model_name)
+    app.state.anthropic_serving = AnthropicServing(tokenizer_manager, served_model_name)
 
     async def verify_api_key(request: Request) -> None:
         if api_key is None:
             return
         given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
-            raise RequestError("invalid or missing API key: send 'Authorization: Bearer <key>'",
-                               status_code=401, code="invalid_api_key")
+        anthropic = request.headers.get("x-api-key", "")  # the anthropic client's header
+        if not (hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode())
+                or hmac.compare_digest(anthropic.encode(), api_key.encode())):
+            raise RequestError("invalid or missing API key: send 'Authorization: Bearer <key>' (or "
+                               "'x-api-key: <key>')", status_code=401, code="invalid_api_key")
 
     auth = [Depends(verify_api_key)]
     json_body = [*auth, Depends(require_json)]  # 415 for text/plain or a form: see http_guards.py
@@ -72,6 +81,10 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
     @app.post("/v1/completions", dependencies=json_body)
     async def openai_v1_completions(raw_request: Request):
         return await raw_request.app.state.openai_serving_completion.handle_request(raw_request)
+
+    @app.post("/v1/messages", dependencies=json_body)
+    async def anthropic_v1_messages(raw_request: Request):
+        return await raw_request.app.state.anthropic_serving.handle_request(raw_request)
 
     @app.post("/generate", dependencies=json_body)
     async def generate_request(raw_request: Request):

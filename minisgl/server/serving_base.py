@@ -83,7 +83,11 @@ class OpenAIServingBase:
             return await self._handle_non_streaming_request(obj, request, raw_request)
         except RequestError as e:
             tm_trace.error(rid, e.status_code, e.message)
-            return e.to_json_response()
+            return self._error_response(e)
+
+    def _error_response(self, e: RequestError) -> Response:
+        """The error body: OpenAI's format (the Anthropic endpoint words it its way)."""
+        return e.to_json_response()
 
     async def _handle_non_streaming_request(self, obj: GenerateReqInput, request: Any, raw_request: Request
                                             ) -> Response:
