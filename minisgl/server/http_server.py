@@ -34,6 +34,7 @@ from minisgl.server.serving_base import read_request
 from minisgl.server.serving_chat import OpenAIServingChat
 from minisgl.server.serving_completions import OpenAIServingCompletion
 from minisgl.server.serving_generate import ServingGenerate
+from minisgl.server.serving_ollama import OllamaServingChat, OllamaServingGenerate, now
 from minisgl.server.tokenizer_manager import TokenizerManager
 
 logger = logging.getLogger(__name__)
@@ -47,10 +48,13 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
     app = FastAPI(title="minisgl", version=__version__)
     install_guards(app, max_request_body_bytes, allowed_origins)  # body limit, 500s, CORS (http_guards.py)
     app.state.tokenizer_manager = tokenizer_manager
+    started_at = now()  # Ollama's /api/tags gives a model's modified_at: here, when the server started
     app.state.openai_serving_chat = OpenAIServingChat(tokenizer_manager, served_model_name)
     app.state.openai_serving_completion = OpenAIServingCompletion(tokenizer_manager, served_model_name)
     app.state.serving_generate = ServingGenerate(tokenizer_manager, served_model_name)
     app.state.anthropic_serving = AnthropicServing(tokenizer_manager, served_model_name)
+    app.state.ollama_chat = OllamaServingChat(tokenizer_manager, served_model_name)
+    app.state.ollama_generate = OllamaServingGenerate(tokenizer_manager, served_model_name)
 
     async def verify_api_key(request: Request) -> None:
         if api_key is None:
@@ -85,6 +89,23 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
     @app.post("/v1/messages", dependencies=json_body)
     async def anthropic_v1_messages(raw_request: Request):
         return await raw_request.app.state.anthropic_serving.handle_request(raw_request)
+
+    @app.post("/api/chat", dependencies=json_body)
+    async def ollama_chat(raw_request: Request):
+        return await raw_request.app.state.ollama_chat.handle_request(raw_request)
+
+    @app.post("/api/generate", dependencies=json_body)
+    async def ollama_generate(raw_request: Request):
+        return await raw_request.app.state.ollama_generate.handle_request(raw_request)
+
+    @app.get("/api/tags", dependencies=auth)
+    async def ollama_tags() -> dict[str, Any]:
+        """Ollama's model list: the one served model."""
+        return {"models": [{"name": served_model_name, "model": served_model_name, "modified_at": started_at}]}
+
+    @app.get("/api/version")
+    async def ollama_version() -> dict[str, Any]:
+        return {"version": __version__}
 
     @app.post("/generate", dependencies=json_body)
     async def generate_request(raw_request: Request):

@@ -23,6 +23,7 @@ class RequestModel(BaseModel):
 HARMLESS: dict[str, tuple[Any, ...]] = {
     "store": (False,),
     "tool_choice": ("none",),
+    "tools": ([],),  # no tools (the ollama client sends an empty list)
     "modalities": (["text"],),
     "best_of": (1,),
     "return_hidden_states": (False,),

@@ -31,6 +31,7 @@ M = TypeVar("M", bound=BaseModel)
 class OpenAIServingBase:
     request_cls: type[BaseModel]
     endpoint: str
+    stream_media_type = "text/event-stream"  # Ollama's endpoints stream newline-delimited JSON
 
     def __init__(self, tokenizer_manager: TokenizerManager, served_model_name: str):
         self.tokenizer_manager = tokenizer_manager
@@ -103,7 +104,7 @@ class OpenAIServingBase:
         generator = self.tokenizer_manager.generate_request(obj, raw_request)
         first = await generator.__anext__()  # a refusal raises here, while the status can still be 400
         return StreamingResponse(
-            self._generate_stream(first, generator, request, obj.rid), media_type="text/event-stream",
+            self._generate_stream(first, generator, request, obj.rid), media_type=self.stream_media_type,
             # runs however the stream ended, a client disconnect included
             background=BackgroundTask(self.tokenizer_manager.abort_if_unfinished, obj.rid),
         )
