@@ -33,14 +33,18 @@ class GrammarManager:
         self.grammar_queue: list[Req] = []  # requests waiting for theirs
 
     def refusal(self, params: SamplingParams) -> str | None:
-        """Why a request with a grammar cannot run here, or None."""
+        """Why a request with a grammar (or a penalty: it too must see every kept token before the next
+        round samples) cannot run here, or None."""
         key = params.grammar_key()
-        if key is None:
-            return None
-        if self.backend is None:
+        if key is not None and self.backend is None:
             return f"{key[0]} needs a grammar backend: this server runs with --grammar-backend none"
-        if self.unsupported is not None:
+        if self.unsupported is None:
+            return None
+        if key is not None:
             return f"{key[0]} (structured output) does not run with {self.unsupported} here"
+        if params.has_penalties:
+            return (f"penalties (frequency, presence, repetition, min_new_tokens) do not run with "
+                    f"{self.unsupported} here")
         return None
 
     def process_req_with_grammar(self, req: Req) -> bool:

@@ -9,6 +9,10 @@ from typing import Any, NoReturn
 MAX_STOP_STRS = 16
 MAX_SEED = 2**63
 GRAMMAR_KEYS = ("json_schema", "regex", "ebnf")  # a structured-output grammar: at most one per request
+# the penalties (sampling/penaltylib.py) and their neutral values: a field at its neutral value is left out of
+# to_dict, so a trace without penalties reads as before they existed
+PENALTY_DEFAULTS = {"frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0,
+                    "min_new_tokens": 0}
 
 
 def _is_int(x: Any) -> bool:
@@ -34,6 +38,13 @@ class SamplingParams:
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
     skip_special_tokens: bool = True
+    # penalties (sampling/penaltylib.py), SGLang's names: OpenAI's two, the repetition penalty of transformers
+    # (a seen token's logit divided by it if positive, multiplied if negative), and no stop token before
+    # min_new_tokens
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    min_new_tokens: int = 0
     # structured output (constrained/): the output must match this JSON schema, regular expression or EBNF
     json_schema: str | None = None
     regex: str | None = None
@@ -64,6 +75,14 @@ class SamplingParams:
         for name in ("ignore_eos", "skip_special_tokens"):
             if not isinstance(getattr(self, name), bool):
                 _bad(name, getattr(self, name), "true or false")
+        for name in ("frequency_penalty", "presence_penalty"):
+            value = getattr(self, name)
+            if not _is_real(value) or not -2 <= value <= 2:
+                _bad(name, value, "a number in [-2, 2]")
+        if not _is_real(self.repetition_penalty) or not 0 < self.repetition_penalty <= 2:
+            _bad("repetition_penalty", self.repetition_penalty, "a number in (0, 2]")
+        if not _is_int(self.min_new_tokens) or self.min_new_tokens < 0:
+            _bad("min_new_tokens", self.min_new_tokens, "an integer >= 0")
         given = [name for name in GRAMMAR_KEYS if getattr(self, name) is not None]
         for name in given:
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
@@ -71,6 +90,10 @@ class SamplingParams:
         if len(given) > 1:
             raise ValueError(f"sampling_params: {' and '.join(given)} are both set; a request takes at most "
                              "one of json_schema, regex and ebnf")
+
+    @property
+    def has_penalties(self) -> bool:
+        return any(getattr(self, name) != neutral for name, neutral in PENALTY_DEFAULTS.items())
 
     def grammar_key(self) -> tuple[str, str] | None:
         """(kind, text) of the request's grammar, or None."""
@@ -119,7 +142,8 @@ class SamplingParams:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready copies: a normalized set of stop ids comes back as a sorted list."""
         out = {name: getattr(self, name) for name in _field_names()
-               if name not in GRAMMAR_KEYS or getattr(self, name) is not None}
+               if not (name in GRAMMAR_KEYS and getattr(self, name) is None)
+               and not (name in PENALTY_DEFAULTS and getattr(self, name) == PENALTY_DEFAULTS[name])}
         for key in ("stop", "stop_token_ids"):
             value = out[key]
             if isinstance(value, set):

@@ -14,6 +14,7 @@ from minisgl.layers.logprobs import get_top_logprobs
 from minisgl.layers.sampler import Sampler
 from minisgl.model_executor.forward_batch_info import ForwardBatch
 from minisgl.model_executor.model_runner import ModelRunner
+from minisgl.sampling.penaltylib import apply_penalties
 from minisgl.scheduler.schedule_batch import ScheduleBatch
 from minisgl.scheduler.trace_collector import SchedulerTraceCollector
 from minisgl.scheduler.utils import GenerationBatchResult
@@ -51,8 +52,12 @@ class TpModelWorker:
         params = [r.sampling_params for r in row_reqs]
         result = GenerationBatchResult(next_token_ids=[], logprobs=[], forward_time=forward_time)
         with torch.inference_mode():
-            if any(r.grammar is not None for r in row_reqs):
-                logits = self.apply_grammar_masks(logits, row_reqs)
+            if any(r.grammar is not None or r.sampling_params.has_penalties for r in row_reqs):
+                # a copy: the runner may reuse its logits buffer
+                logits = logits.to(torch.float32, copy=True)
+                apply_penalties(logits, row_reqs)  # SGLang's penalizers, then the grammar's mask
+                if any(r.grammar is not None for r in row_reqs):
+                    self.apply_grammar_masks(logits, row_reqs)
             top_nums = [r.top_logprobs_num for r in row_reqs]
             if any(top_nums):  # only for requests that ask, from the same raw logits the sampler reads
                 result.top_logprobs_val, result.top_logprobs_idx = get_top_logprobs(logits, top_nums)
@@ -60,7 +65,7 @@ class TpModelWorker:
         result.next_token_ids, result.logprobs = next_ids.tolist(), logprobs.tolist()
         return result
 
-    def apply_grammar_masks(self, logits: torch.Tensor, row_reqs: list) -> torch.Tensor:
+    def apply_grammar_masks(self, logits: torch.Tensor, row_reqs: list) -> None:
         """Each grammar row's next-token mask applied to its logits: disallowed tokens become -inf, so the
         sampler, greedy or not, picks among what the grammar allows (SGLang: the sampling info's vocab
         mask). The logprobs are then those of the masked row."""
@@ -68,8 +73,6 @@ class TpModelWorker:
         vocab_mask = self.grammar_backend.allocate_vocab_mask(len(row_reqs))
         for i in rows:
             row_reqs[i].grammar.fill_vocab_mask(vocab_mask, i)
-        logits = logits.to(torch.float32, copy=True)  # the runner may reuse its logits buffer
         self.grammar_backend.apply_vocab_mask(logits, vocab_mask, rows)
         self.trace_collector.grammar_masked([row_reqs[i] for i in rows],
                                             self.grammar_backend.allowed_counts(vocab_mask, rows))
-        return logits

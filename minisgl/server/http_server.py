@@ -101,7 +101,8 @@ def create_app(tokenizer_manager: TokenizerManager, served_model_name: str, api_
     @app.get("/api/tags", dependencies=auth)
     async def ollama_tags() -> dict[str, Any]:
         """Ollama's model list: the one served model."""
-        return {"models": [{"name": served_model_name, "model": served_model_name, "modified_at": started_at}]}
+        return {"models": [{"name": served_model_name, "model": served_model_name,
+                            "modified_at": started_at}]}
 
     @app.get("/api/version")
     async def ollama_version() -> dict[str, Any]:

@@ -89,8 +89,8 @@ class SamplingRequest(SGLangUnsupportedFields, RouterFields):
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = 1
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     user: str | None = None  # accepted: it names the end user to OpenAI and changes nothing in the answer
     logit_bias: Any = None
     # structured output: OpenAI's response_format, and SGLang's regex, ebnf and json_schema (at most one)
@@ -99,6 +99,8 @@ class SamplingRequest(SGLangUnsupportedFields, RouterFields):
     ebnf: str | None = Field(default=None, min_length=1)
     json_schema: str | None = Field(default=None, min_length=1)
     # SGLang's extensions
+    repetition_penalty: float | None = Field(default=None, gt=0, le=2)
+    min_tokens: int | None = Field(default=None, ge=0)  # SGLang's name here; min_new_tokens in the engine
     ignore_eos: bool | None = None
     skip_special_tokens: bool | None = None
     stop_token_ids: list[TokenId] | None = Field(default=None, max_length=MAX_STOP_STRS)
@@ -130,13 +132,6 @@ class SamplingRequest(SGLangUnsupportedFields, RouterFields):
             raise ValueError(f"only n=1 is supported, got {value}: minisgl returns exactly one choice")
         return value
 
-    @field_validator("presence_penalty", "frequency_penalty")
-    @classmethod
-    def _no_penalties(cls, value: float) -> float:
-        if value != 0:
-            raise ValueError("penalties are not supported by minisgl, so the value must be 0")
-        return value
-
 
 def to_sampling_params_dict(request: SamplingRequest) -> dict[str, Any]:
     """Map an OpenAI request to the engine's sampling params, leaving out what the client did not set.
@@ -157,6 +152,10 @@ def to_sampling_params_dict(request: SamplingRequest) -> dict[str, Any]:
         "ignore_eos": request.ignore_eos,
         "skip_special_tokens": request.skip_special_tokens,
         "stop_token_ids": request.stop_token_ids,
+        "frequency_penalty": request.frequency_penalty,
+        "presence_penalty": request.presence_penalty,
+        "repetition_penalty": request.repetition_penalty,
+        "min_new_tokens": request.min_tokens,
         "regex": request.regex,
         "ebnf": request.ebnf,
         "json_schema": request.json_schema,

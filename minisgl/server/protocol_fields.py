@@ -85,8 +85,6 @@ class GenerateRouterFields(RequestModel):
 class SGLangUnsupportedFields(RequestModel):
     """SGLang's request extensions minisgl does not implement: known, so refused by name, not as unknown."""
 
-    min_tokens: Any = None
-    repetition_penalty: Any = None
     no_stop_trim: Any = None
     lora_path: Any = None
     lora_id: Any = None
@@ -99,6 +97,6 @@ class SGLangUnsupportedFields(RequestModel):
     priority: Any = None
 
     check_sglang_unsupported = refusing(
-        "min_tokens", "repetition_penalty", "no_stop_trim", "lora_path",
+        "no_stop_trim", "lora_path",
         "lora_id", "session_params", "return_hidden_states", "return_routed_experts",
         "custom_logit_processor", "custom_params", "stop_regex", "priority")

@@ -14,10 +14,11 @@ from minisgl.server.protocol_fields import RequestModel, refusing
 
 # options this server maps onto its sampling params (Ollama's name -> SGLang's)
 SAMPLING_OPTIONS = {"num_predict": "max_new_tokens", "temperature": "temperature", "top_p": "top_p",
-                    "top_k": "top_k", "min_p": "min_p", "seed": "seed", "stop": "stop"}
+                    "top_k": "top_k", "min_p": "min_p", "seed": "seed", "stop": "stop",
+                    "repeat_penalty": "repetition_penalty", "presence_penalty": "presence_penalty",
+                    "frequency_penalty": "frequency_penalty"}
 # options that would change the answer but have no counterpart here: refused unless neutral
-NEUTRAL_OPTIONS = {"repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
-                   "typical_p": 1.0, "mirostat": 0, "tfs_z": 1.0}
+NEUTRAL_OPTIONS = {"typical_p": 1.0, "mirostat": 0, "tfs_z": 1.0}
 
 
 class OllamaMessage(RequestModel):

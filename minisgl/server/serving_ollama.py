@@ -107,7 +107,8 @@ class OllamaServingGenerate(OllamaServing):
     def _convert_to_internal_request(self, request: OllamaGenerateRequest, rid: str) -> GenerateReqInput:
         params = request.sampling_params()
         if request.raw:
-            return GenerateReqInput(rid=rid, text=request.prompt, sampling_params=params, stream=request.stream)
+            return GenerateReqInput(rid=rid, text=request.prompt, sampling_params=params,
+                                    stream=request.stream)
         messages = ([{"role": "system", "content": request.system}] if request.system else []) + [
             {"role": "user", "content": request.prompt}]
         return GenerateReqInput(rid=rid, messages=messages, sampling_params=params, stream=request.stream)

@@ -92,8 +92,9 @@ class NGRAMWorker:
     def propose(self, req: Req, room: int) -> list[int]:
         """Drafts for one request: greedy only, and never more than its draft limit, than its remaining output
         allows (the bonus token needs one of those) or than the free KV slots (room)."""
-        if not req.sampling_params.is_greedy or req.to_abort or req.grammar is not None:
-            return []  # a grammar's matcher must not see a draft that may be rejected: no drafts then
+        if (not req.sampling_params.is_greedy or req.to_abort or req.grammar is not None
+                or req.sampling_params.has_penalties):
+            return []  # a grammar or a penalty follows the kept tokens only: no drafts for those
         if req.spec_draft_limit is None:
             req.spec_draft_limit = 1 if self.adaptive else self.num_draft_tokens
         k = min(req.spec_draft_limit, req.sampling_params.max_new_tokens - len(req.output_ids) - 1, room)

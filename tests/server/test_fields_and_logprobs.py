@@ -23,7 +23,7 @@ COMPLETIONS = "/v1/completions"
     (CHAT, {"messages": USER, "top_logprobs": 2}, "top_logprobs", "needs logprobs"),
     (CHAT, {"messages": [{"role": "user", "content": "x", "name": "ann"}]}, "messages[0].name", "does not support"),
     (CHAT, {"messages": USER, "data_parallel_rank": 1}, "data_parallel_rank", "one data-parallel rank"),
-    (CHAT, {"messages": USER, "repetition_penalty": 1.2}, "repetition_penalty", "does not support"),
+    (CHAT, {"messages": USER, "no_stop_trim": True}, "no_stop_trim", "does not support"),
     (COMPLETIONS, {"prompt": "x", "logprobs": 6}, "logprobs", "5"),
     (COMPLETIONS, {"prompt": "x", "echo": True, "logprobs": 1}, "echo", "prompt tokens' logprobs"),
     (COMPLETIONS, {"prompt": "x", "suffix": "y"}, "suffix", "does not support"),

@@ -51,7 +51,7 @@ def test_generate_with_the_template_raw_and_a_format(llama, client, model):
 
 @pytest.mark.parametrize(("kwargs", "status", "words"), [
     ({"model": "llama3"}, 404, "model 'llama3' not found"),
-    ({"options": {"repeat_penalty": 1.3}}, 400, "repeat_penalty"),
+    ({"options": {"mirostat": 2}}, 400, "mirostat"),
     ({"options": {"temperature": -1}}, 400, "temperature"),
     ({"think": True}, 400, "think"),
 ])

@@ -89,8 +89,10 @@ def test_valid_json_body_parses():
         ({"messages": USER, "stream": "yes"}, "stream"),
         ({"messages": USER, "stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
         ({"messages": USER, "n": 2}, "n"),
-        ({"messages": USER, "presence_penalty": 0.5}, "presence_penalty"),
-        ({"messages": USER, "frequency_penalty": -1}, "frequency_penalty"),
+        ({"messages": USER, "presence_penalty": 2.5}, "presence_penalty"),
+        ({"messages": USER, "frequency_penalty": -3}, "frequency_penalty"),
+        ({"messages": USER, "repetition_penalty": 0}, "repetition_penalty"),
+        ({"messages": USER, "min_tokens": -1}, "min_tokens"),
         ({"messages": USER, "ignore_eos": 1}, "ignore_eos"),
     ],
 )
@@ -211,3 +213,16 @@ def test_response_shapes():
     assert ErrorResponse.make("boom", param="x").model_dump() == {
         "error": {"message": "boom", "type": "invalid_request_error", "param": "x", "code": None}
     }
+
+
+def test_penalties_and_grammars_reach_the_sampling_params():
+    req = ChatCompletionRequest.model_validate({
+        "messages": USER, "frequency_penalty": 0.5, "presence_penalty": -0.5, "repetition_penalty": 1.1,
+        "min_tokens": 3, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "array"}}}})
+    params = to_sampling_params_dict(req)
+    assert params["frequency_penalty"] == 0.5 and params["presence_penalty"] == -0.5
+    assert params["repetition_penalty"] == 1.1 and params["min_new_tokens"] == 3
+    assert params["json_schema"] == '{"type": "array"}'
+    plain = to_sampling_params_dict(ChatCompletionRequest.model_validate({"messages": USER}))
+    assert not {"frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens",
+                "json_schema", "regex", "ebnf"} & set(plain)
