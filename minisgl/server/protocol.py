@@ -37,6 +37,7 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+MAX_N = 16  # choices per request (n)
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat's top_logprobs (completions allow 5)
 
 
@@ -88,7 +89,7 @@ class SamplingRequest(SGLangUnsupportedFields, RouterFields):
     stop: StopStr | Annotated[list[StopStr], Field(max_length=MAX_STOP_STRS)] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = 1
+    n: int = Field(default=1, ge=1, le=MAX_N)  # choices: n copies of the request (parallel_sampling.py)
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     user: str | None = None  # accepted: it names the end user to OpenAI and changes nothing in the answer
@@ -124,13 +125,6 @@ class SamplingRequest(SGLangUnsupportedFields, RouterFields):
         if len(given) > 1:
             raise ValueError(f"{' and '.join(given)} are both given: a request takes one grammar at most")
         return self
-
-    @field_validator("n")
-    @classmethod
-    def _only_one_choice(cls, value: int) -> int:
-        if value != 1:
-            raise ValueError(f"only n=1 is supported, got {value}: minisgl returns exactly one choice")
-        return value
 
 
 def to_sampling_params_dict(request: SamplingRequest) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 
-from minisgl.server import tm_trace
+from minisgl.server import parallel_sampling, tm_trace
 from minisgl.server.errors import RequestError, format_validation_error, model_not_found
 from minisgl.server.protocol import GenerateReqInput, UsageInfo
 from minisgl.server.tokenizer_manager import TokenizerManager
@@ -72,13 +72,18 @@ class OpenAIServingBase:
         try:
             request = await read_request(raw_request, self.request_cls, self.tokenizer_manager)
             rid = self._new_rid(request)
-            tm_trace.request_received(rid, self.endpoint, self.request_cls.__name__, request.stream,
-                                      self._sampling_params(request), router_request_id(raw_request))
+            n = getattr(request, "n", 1)  # n > 1: each copy is traced as a request of its own
+            if n == 1:
+                tm_trace.request_received(rid, self.endpoint, self.request_cls.__name__, request.stream,
+                                          self._sampling_params(request), router_request_id(raw_request))
             self._validate_request(request)
             obj = self._convert_to_internal_request(request, rid)
             obj.routed_dp_rank = extract_routed_dp_rank(request, raw_request, self.tokenizer_manager.dp_size)
             for name in ("bootstrap_host", "bootstrap_port", "bootstrap_room"):  # PD disaggregation's pairing
                 setattr(obj, name, getattr(request, name, None))
+            if n > 1:
+                return await parallel_sampling.handle(self, obj, request, raw_request, n,
+                                                      router_request_id(raw_request))
             if request.stream:
                 return await self._handle_streaming_request(obj, request, raw_request)
             return await self._handle_non_streaming_request(obj, request, raw_request)

@@ -27,7 +27,7 @@ CASES = [
     ("top_p of 0", CHAT, {"messages": USER, "top_p": 0}, 400, "top_p"),
     ("top_k of 0", CHAT, {"messages": USER, "top_k": 0}, 400, "top_k"),
     ("max_tokens of 0", CHAT, {"messages": USER, "max_tokens": 0}, 400, "max_tokens"),
-    ("n of 2", CHAT, {"messages": USER, "n": 2}, 400, "n=1"),
+    ("n of 17", CHAT, {"messages": USER, "n": 17}, 400, "16"),
     ("negative seed", CHAT, {"messages": USER, "seed": -1}, 400, "seed"),
     ("17 stop strings", CHAT, {"messages": USER, "stop": [str(i) for i in range(17)]}, 400, "stop"),
     ("prompt too long", CHAT, {"messages": [{"role": "user", "content": TOO_LONG}]}, 400, "tokens"),

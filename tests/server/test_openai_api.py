@@ -10,6 +10,9 @@ import json
 import openai
 import pytest
 
+from tests.server.conftest import wait_drained
+from tracer.reader import load_trace
+
 CHATS = [
     [{"role": "user", "content": "What is the capital of China?"}],
     [{"role": "system", "content": "Answer in one short sentence."},
@@ -180,3 +183,35 @@ def test_response_format_and_regex_with_the_openai_client(client, model, http):
         client.completions.create(model=model, prompt="x", max_tokens=4, extra_body={"regex": "(a"})
     assert refused.value.body["message"].startswith("invalid regex")
     assert http.get("/health").status_code == 200
+
+
+def test_n_choices_share_one_prefill(server, client, model, http):
+    """n = 3: three choices, indexed; the prompt is prefilled once (the copies after the first find it in the
+    radix cache), usage counts it once; with a seed the choices differ, greedy they agree; streamed too."""
+    prompt = "Once upon a time, in a village by the sea, there lived"
+    resp = client.completions.create(model=model, prompt=prompt, max_tokens=6, n=3, seed=7, temperature=1.0,
+                                     extra_body={"rid": "n-choices"})
+    assert [c.index for c in resp.choices] == [0, 1, 2]
+    assert len({c.text for c in resp.choices}) > 1, "seeds 7, 8 and 9 draw differently"
+    assert resp.usage.completion_tokens == sum(len(c.text) > 0 for c in resp.choices) * 6
+    again = client.completions.create(model=model, prompt=prompt, max_tokens=6, n=3, seed=7, temperature=1.0)
+    assert [c.text for c in again.choices] == [c.text for c in resp.choices]
+    greedy = client.chat.completions.create(model=model, n=2, max_tokens=5, temperature=0,
+                                            messages=[{"role": "user", "content": "Name a fruit."}])
+    assert greedy.choices[0].message.content == greedy.choices[1].message.content
+    assert greedy.usage.prompt_tokens_details is None or greedy.usage.prompt_tokens_details.cached_tokens == 0
+    chunks = list(client.completions.create(model=model, prompt=prompt, max_tokens=6, n=3, seed=7,
+                                            temperature=1.0, stream=True,
+                                            stream_options={"include_usage": True}))
+    texts = {i: "".join(c.choices[0].text for c in chunks if c.choices and c.choices[0].index == i)
+             for i in range(3)}
+    assert [texts[i] for i in range(3)] == [c.text for c in resp.choices]
+    assert chunks[-1].usage.completion_tokens == resp.usage.completion_tokens
+    wait_drained(http)
+    matched = {ev.rid: (ev.get("prefix_len"), len(ev.get("matched_slots"))) for ev in
+               load_trace(server.trace_dir).events if ev.name == "sched.prefix_matched"
+               and ev.rid.startswith("n-choices-")}
+    created = {ev.rid: ev.get("input_len") for ev in load_trace(server.trace_dir).events
+               if ev.name == "sched.req_created" and ev.rid.startswith("n-choices-")}
+    assert matched["n-choices-0"][0] == 0
+    assert matched["n-choices-1"][0] == matched["n-choices-2"][0] == created["n-choices-0"] - 1

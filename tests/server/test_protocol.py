@@ -88,7 +88,8 @@ def test_valid_json_body_parses():
         ({"messages": USER, "stop": ["ok", ""]}, "stop[1]"),
         ({"messages": USER, "stream": "yes"}, "stream"),
         ({"messages": USER, "stream_options": {"include_usage": 1}}, "stream_options.include_usage"),
-        ({"messages": USER, "n": 2}, "n"),
+        ({"messages": USER, "n": 17}, "n"),
+        ({"messages": USER, "n": 0}, "n"),
         ({"messages": USER, "presence_penalty": 2.5}, "presence_penalty"),
         ({"messages": USER, "frequency_penalty": -3}, "frequency_penalty"),
         ({"messages": USER, "repetition_penalty": 0}, "repetition_penalty"),
@@ -113,9 +114,10 @@ def test_union_errors_read_as_one_message():
     assert too_many.startswith("stop: List should have at most 16 items")
 
 
-def test_n_above_one_is_rejected_clearly():
-    err = rejected(ChatCompletionRequest, {"messages": USER, "n": 2})
-    assert err.error.message == "n: only n=1 is supported, got 2: minisgl returns exactly one choice"
+def test_n_above_sixteen_is_rejected_clearly():
+    err = rejected(ChatCompletionRequest, {"messages": USER, "n": 17})
+    assert err.error.message == "n: Input should be less than or equal to 16"
+    assert ChatCompletionRequest.model_validate({"messages": USER, "n": 16}).n == 16
 
 
 def test_body_that_is_not_json_or_not_an_object():
