@@ -74,5 +74,6 @@ class TpModelWorker:
         for i in rows:
             row_reqs[i].grammar.fill_vocab_mask(vocab_mask, i)
         self.grammar_backend.apply_vocab_mask(logits, vocab_mask, rows)
-        self.trace_collector.grammar_masked([row_reqs[i] for i in rows],
-                                            self.grammar_backend.allowed_counts(vocab_mask, rows))
+        # (the collector counts each row's allowed tokens only when tracing is on)
+        self.trace_collector.grammar_masked([row_reqs[i] for i in rows], self.grammar_backend, vocab_mask,
+                                            rows)

@@ -91,8 +91,9 @@ class SchedulerTraceCollector:
                          retracted=False)
 
     @hook
-    def grammar_masked(self, reqs: list[Req], allowed: list[int]) -> None:
-        tracer.event("sched.grammar_masked", rids=[r.rid for r in reqs], allowed=allowed)
+    def grammar_masked(self, reqs: list[Req], backend, vocab_mask, rows: list[int]) -> None:
+        tracer.event("sched.grammar_masked", rids=[r.rid for r in reqs], allowed=backend.allowed_counts(
+            vocab_mask, rows))
 
     @hook
     def req_refused(self, req: Req, message: str) -> None:
@@ -109,8 +110,7 @@ class SchedulerTraceCollector:
     # ---- choosing the batch ---------------------------------------------------------------------
     @hook
     def batch_merged(self, dropped: list[Req]) -> None:
-        """last_batch's requests join running_batch at the start of a round: who joined, who was dropped
-        and why."""
+        """last_batch's requests join running_batch at a round's start: who joined, who was dropped, why."""
         s = self.sched
         tracer.event("sched.batch_merged", joined=[r.rid for r in s.last_batch.reqs],
                      finished=[r.rid for r in dropped if r.finished()],
