@@ -44,4 +44,7 @@ class DetokenizerManager:
             output_token_logprobs_val=list(recv.output_token_logprobs_val),
             output_top_logprobs_val=list(recv.output_top_logprobs_val),
             output_top_logprobs_idx=list(recv.output_top_logprobs_idx),
+            input_token_logprobs_val=list(recv.input_token_logprobs_val),
+            input_top_logprobs_val=list(recv.input_top_logprobs_val),
+            input_top_logprobs_idx=list(recv.input_top_logprobs_idx),
         )

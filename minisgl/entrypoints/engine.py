@@ -73,16 +73,19 @@ class Engine:
     def generate(self, prompt: Any = None, sampling_params: dict | list[dict] | None = None, *,
                  input_ids: list[int] | list[list[int]] | None = None, stream: bool = False,
                  rid: str | list[str] | None = None, return_logprob: bool = False, top_logprobs_num: int = 0,
-                 return_text_in_logprobs: bool = False):
+                 return_text_in_logprobs: bool = False, logprob_start_len: int = -1):
         """prompt: a string, chat messages (a list of {"role", "content"}), or a list of either.
         Returns one result dict per prompt (a list for a list), or an iterator of deltas if stream.
         With return_logprob (SGLang's arguments), each result or delta also has output_token_logprobs, a
         (logprob, token id, text or None) per output token, and output_top_logprobs, the top_logprobs_num
-        most likely at each position; logprobs are of the raw logits, whatever the temperature.
+        most likely at each position; logprobs are of the raw logits, whatever the temperature. With
+        logprob_start_len >= 0 too, input_token_logprobs: a triple per prompt token from that one (the first
+        prompt token's logprob is None).
         A request the engine refuses raises ValueError (RequestError, with the message a server would
         send)."""
         logprob_args = {"return_logprob": return_logprob, "top_logprobs_num": top_logprobs_num,
-                        "return_text_in_logprobs": return_text_in_logprobs}
+                        "return_text_in_logprobs": return_text_in_logprobs,
+                        "logprob_start_len": logprob_start_len}
         objs, single = self._make_requests(prompt, input_ids, sampling_params, rid, stream, logprob_args)
         if stream:
             if not single:
@@ -161,6 +164,9 @@ class Engine:
         if state.obj.return_logprob:
             result["output_token_logprobs"] = state.output_token_logprobs
             result["output_top_logprobs"] = state.output_top_logprobs
+            if state.obj.logprob_start_len >= 0:
+                result["input_token_logprobs"] = state.input_token_logprobs
+                result["input_top_logprobs"] = state.input_top_logprobs
         return result
 
     # ---- internals --------------------------------------------------------------------------------

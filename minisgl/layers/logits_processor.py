@@ -2,7 +2,8 @@
 
 In EXTEND a request contributes many rows but only its last one predicts a new token: the seeds' nine
 input rows of R1 and R2 give two logit rows. TARGET_VERIFY (speculative decoding) keeps every row: each
-draft token is checked against the argmax of the row before it.
+draft token is checked against the argmax of the row before it. A request that asks for its prompt's
+logprobs keeps the logits of its other prompt rows too (ForwardBatch.input_logits).
 
 With tensor parallelism each rank holds a slice of the vocabulary (ParallelLMHead): it computes the
 logits of its own tokens, and an all-gather puts every rank's slices side by side (the padding cut off).
@@ -53,8 +54,14 @@ class LogitsProcessor(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor,
                 forward_batch: ForwardBatch) -> torch.Tensor:
+        if forward_batch.input_logprob_rows:  # a prompt's logprobs: those rows' logits, kept aside
+            forward_batch.input_logits = self._logits(hidden_states[forward_batch.input_logprob_rows],
+                                                      lm_head_weight)
         if forward_batch.forward_mode.is_extend():  # not TARGET_VERIFY: all its rows are scored
             hidden_states = hidden_states[forward_batch.last_row_indices()]
+        return self._logits(hidden_states, lm_head_weight)
+
+    def _logits(self, hidden_states: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
         logits = self._project(hidden_states, lm_head_weight)
         if self.tp_size > 1:
             logits = tensor_model_parallel_all_gather(logits)[:, : self.vocab_size]

@@ -74,6 +74,10 @@ class ForwardBatch:
     # request's req_to_token row, and the tokens it sees (its position + 1: its prefix, the rows before it)
     row_req_pool_indices: torch.Tensor | None = None
     row_seq_lens: torch.Tensor | None = None
+    # EXTEND / MIXED, for requests that ask for their prompt's logprobs: the rows whose logits are kept too
+    # (LogitsProcessor puts them in input_logits, beside the sampled rows' logits it returns)
+    input_logprob_rows: list[int] | None = None
+    input_logits: torch.Tensor | None = None
 
     @classmethod
     def init_new(cls, batch: Any, model_runner: Any) -> ForwardBatch:

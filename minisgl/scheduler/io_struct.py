@@ -22,6 +22,7 @@ class TokenizedGenerateReqInput:
     stream: bool = False
     return_logprob: bool = False  # send each output token's log-probability back
     top_logprobs_num: int = 0  # and this many most likely tokens at each position
+    logprob_start_len: int = -1  # >= 0: the prompt tokens' logprobs too, from this position (SGLang's)
     # with --dp-size > 1: the rank the client chose (None: the controller picks)
     routed_dp_rank: int | None = None
     # --disaggregation-mode prefill|decode: where the prefill server's bootstrap listens, and the pairing room
@@ -94,6 +95,10 @@ class BatchTokenIDOutput:
     output_token_logprobs_val: list[list[float]] = field(default_factory=list)
     output_top_logprobs_val: list[list[list[float]]] = field(default_factory=list)  # per token, best first
     output_top_logprobs_idx: list[list[list[int]]] = field(default_factory=list)  # their token ids
+    # the prompt's, for requests with logprob_start_len >= 0, in the rid's first output only (else empty)
+    input_token_logprobs_val: list[list[float]] = field(default_factory=list)
+    input_top_logprobs_val: list[list[list[float]]] = field(default_factory=list)
+    input_top_logprobs_idx: list[list[list[int]]] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -111,3 +116,6 @@ class BatchStrOutput:
     output_token_logprobs_val: list[list[float]] = field(default_factory=list)
     output_top_logprobs_val: list[list[list[float]]] = field(default_factory=list)
     output_top_logprobs_idx: list[list[list[int]]] = field(default_factory=list)
+    input_token_logprobs_val: list[list[float]] = field(default_factory=list)
+    input_top_logprobs_val: list[list[list[float]]] = field(default_factory=list)
+    input_top_logprobs_idx: list[list[list[int]]] = field(default_factory=list)

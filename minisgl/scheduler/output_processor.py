@@ -27,6 +27,10 @@ class SchedulerOutputProcessorMixin:
 
     def process_batch_result_prefill(self, batch: ScheduleBatch, result: GenerationBatchResult) -> None:
         for i, req in enumerate(batch.reqs):
+            if result.input_token_logprobs is not None:  # the prompt's, chunk by chunk
+                req.input_token_logprobs.extend(result.input_token_logprobs[i])
+                req.input_top_logprobs_val.extend(result.input_top_logprobs_val[i])
+                req.input_top_logprobs_idx.extend(result.input_top_logprobs_idx[i])
             if req is batch.chunked_req:
                 # an intermediate chunk: its last row is not the prompt's end, so no token is taken
                 if not self.enable_overlap:  # the overlap loop cached it when it formed the next round
@@ -98,6 +102,10 @@ class SchedulerOutputProcessorMixin:
             out.output_token_logprobs_val.append(req.output_logprobs[sent:])
             out.output_top_logprobs_val.append(req.output_top_logprobs_val[sent:])
             out.output_top_logprobs_idx.append(req.output_top_logprobs_idx[sent:])
+            first = req.send_token_offset == 0  # the prompt's logprobs go with the first output only
+            out.input_token_logprobs_val.append(req.input_token_logprobs if first else [])
+            out.input_top_logprobs_val.append(req.input_top_logprobs_val if first else [])
+            out.input_top_logprobs_idx.append(req.input_top_logprobs_idx if first else [])
             req.send_token_offset = n_out
             out.finished_reasons.append(req.finished_reason.to_json() if req.finished() else None)
             out.skip_special_tokens.append(req.sampling_params.skip_special_tokens)

@@ -19,7 +19,8 @@ _EMPTY = torch.empty(0, dtype=torch.int64)
 class Req:
     def __init__(self, rid: str, origin_input_ids: list[int], sampling_params: SamplingParams,
                  eos_token_ids: set[int], *, stream: bool = False,
-                 return_logprob: bool = False, top_logprobs_num: int = 0, bootstrap_host: str | None = None,
+                 return_logprob: bool = False, top_logprobs_num: int = 0, logprob_start_len: int = -1,
+                 bootstrap_host: str | None = None,
                  bootstrap_port: int | None = None, bootstrap_room: int | None = None):
         self.rid = rid
         self.origin_input_ids = origin_input_ids
@@ -30,6 +31,12 @@ class Req:
         self.output_logprobs: list[float] = []  # of each output token, under the raw logits
         self.return_logprob = return_logprob  # whether they go back to the client
         self.top_logprobs_num = top_logprobs_num
+        # the prompt's logprobs (SGLang's input_token_logprobs): from token logprob_start_len (>= 1: token 0
+        # has no logprob), collected chunk by chunk while the prompt is prefilled; -1: not asked for
+        self.logprob_start_len = logprob_start_len
+        self.input_token_logprobs: list[float] = []
+        self.input_top_logprobs_val: list[list[float]] = []  # per scored prompt token, when top_logprobs_num
+        self.input_top_logprobs_idx: list[list[int]] = []
         self.output_top_logprobs_val: list[list[float]] = []  # per output token, when top_logprobs_num > 0
         self.output_top_logprobs_idx: list[list[int]] = []
 
@@ -69,7 +76,9 @@ class Req:
         """
         self.fill_ids = self.origin_input_ids + self.output_ids
         if tree_cache is not None:
-            match = tree_cache.match_prefix(self.fill_ids[: len(self.fill_ids) - 1])
+            # the prompt's logprobs need every prompt row's logits: such a prompt matches nothing
+            key = [] if self.needs_input_logprobs() else self.fill_ids[: len(self.fill_ids) - 1]
+            match = tree_cache.match_prefix(key)
             self.prefix_indices, self.last_node = match.device_indices, match.last_node
         self.extend_input_len = len(self.fill_ids) - len(self.prefix_indices)
 
@@ -78,6 +87,16 @@ class Req:
         assert start == len(self.prefix_indices), (start, len(self.prefix_indices))
         self.fill_ids = self.fill_ids[:end]
         self.extend_input_len = end - start
+
+    def needs_input_logprobs(self) -> bool:
+        """The prompt's logprobs are asked for and not all computed yet: every prompt row runs."""
+        return self.logprob_start_len >= 0 and not self.output_ids and not self.is_retracted
+
+    def input_logprob_positions(self, start: int, end: int) -> range:
+        """Of the prompt rows [start, end) this round computes, the ones whose logits score a prompt token:
+        row p scores token p + 1, for tokens max(logprob_start_len, 1) .. input_len - 1."""
+        first = max(self.logprob_start_len, 1) - 1
+        return range(max(start, first), min(end, len(self.origin_input_ids) - 1))
 
     @property
     def seqlen(self) -> int:

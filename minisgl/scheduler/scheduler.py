@@ -172,6 +172,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
         req = Req(recv_req.rid, list(recv_req.input_ids), params, eos_token_ids=self.eos_token_ids,
                   stream=recv_req.stream,
                   return_logprob=recv_req.return_logprob, top_logprobs_num=recv_req.top_logprobs_num,
+                  logprob_start_len=recv_req.logprob_start_len,
                   bootstrap_host=recv_req.bootstrap_host, bootstrap_port=recv_req.bootstrap_port,
                   bootstrap_room=recv_req.bootstrap_room)
         self.rid_to_req[req.rid] = req

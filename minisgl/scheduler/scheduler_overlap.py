@@ -88,5 +88,8 @@ class SchedulerOverlapMixin:
 
         self.process_batch_result(kept, replace(
             result, next_token_ids=pick(result.next_token_ids), logprobs=pick(result.logprobs),
-            top_logprobs_val=pick(result.top_logprobs_val), top_logprobs_idx=pick(result.top_logprobs_idx)))
+            top_logprobs_val=pick(result.top_logprobs_val), top_logprobs_idx=pick(result.top_logprobs_idx),
+            input_token_logprobs=pick(result.input_token_logprobs),
+            input_top_logprobs_val=pick(result.input_top_logprobs_val),
+            input_top_logprobs_idx=pick(result.input_top_logprobs_idx)))
         self.running_batch.filter_batch()  # finished requests leave running_batch now, as in the normal loop

@@ -37,6 +37,8 @@ class TpModelWorker:
     def forward_and_sample(self, batch: ScheduleBatch) -> GenerationBatchResult:
         """(The overlap loop's forward thread calls this: its scheduler thread recorded the batch.)"""
         forward_batch = ForwardBatch.init_new(batch, self.model_runner)
+        scored = input_logprob_rows(batch, forward_batch)
+        forward_batch.input_logprob_rows = [row for row, _, _ in scored] or None
         self.trace_collector.forward_begin(batch, forward_batch)
         t0 = time.perf_counter()
         logits = self.model_runner.forward(forward_batch)
@@ -63,6 +65,9 @@ class TpModelWorker:
                 result.top_logprobs_val, result.top_logprobs_idx = get_top_logprobs(logits, top_nums)
             next_ids, logprobs = self.sampler(logits, params, output_lens)
         result.next_token_ids, result.logprobs = next_ids.tolist(), logprobs.tolist()
+        if scored:
+            (result.input_token_logprobs, result.input_top_logprobs_val,
+             result.input_top_logprobs_idx) = input_token_logprobs(batch, scored, forward_batch.input_logits)
         return result
 
     def apply_grammar_masks(self, logits: torch.Tensor, row_reqs: list) -> None:
@@ -77,3 +82,36 @@ class TpModelWorker:
         # (the collector counts each row's allowed tokens only when tracing is on)
         self.trace_collector.grammar_masked([row_reqs[i] for i in rows], self.grammar_backend, vocab_mask,
                                             rows)
+
+
+def input_logprob_rows(batch: ScheduleBatch, forward_batch: ForwardBatch) -> list[tuple[int, int, int]]:
+    """(row, request index, the prompt token the row scores) for every prompt row whose logits a request's
+    prompt logprobs need this round (EXTEND and MIXED batches; none otherwise)."""
+    if forward_batch.extend_start_loc is None or not any(r.needs_input_logprobs() for r in batch.reqs):
+        return []
+    scored = []
+    for i, req in enumerate(batch.reqs):
+        if not req.needs_input_logprobs():
+            continue
+        start, first_row = forward_batch.extend_prefix_lens[i], forward_batch.extend_start_loc[i]
+        for p in req.input_logprob_positions(start, start + forward_batch.extend_seq_lens[i]):
+            scored.append((first_row + p - start, i, req.origin_input_ids[p + 1]))
+    return scored
+
+
+def input_token_logprobs(batch: ScheduleBatch, scored: list[tuple[int, int, int]], input_logits: torch.Tensor
+                         ) -> tuple[list[list[float]], list[list[list[float]]], list[list[list[int]]]]:
+    """Per request of the batch: the log-probabilities of the prompt tokens its rows scored, in order, and at
+    each of those rows its top_logprobs_num best (values, token ids)."""
+    logprobs = torch.log_softmax(input_logits.float(), dim=-1)
+    tokens = torch.tensor([token for _, _, token in scored])
+    values = logprobs[torch.arange(len(scored)), tokens].tolist()
+    top_vals, top_idxs = get_top_logprobs(logprobs, [batch.reqs[i].top_logprobs_num for _, i, _ in scored])
+    per_req: list[list[float]] = [[] for _ in batch.reqs]
+    tops_val: list[list[list[float]]] = [[] for _ in batch.reqs]
+    tops_idx: list[list[list[int]]] = [[] for _ in batch.reqs]
+    for (_, i, _), value, tv, ti in zip(scored, values, top_vals, top_idxs):
+        per_req[i].append(value)
+        tops_val[i].append(tv)
+        tops_idx[i].append(ti)
+    return per_req, tops_val, tops_idx

@@ -20,6 +20,10 @@ class GenerationBatchResult:
     # last token's and one per draft) and how many of them were accepted; None in every other round
     draft_lens: list[int] | None = None
     accept_lens: list[int] | None = None
+    # per request, the logprobs of the prompt tokens its rows scored this round (prompt logprobs asked for)
+    input_token_logprobs: list[list[float]] | None = None
+    input_top_logprobs_val: list[list[list[float]]] | None = None  # and at each, its top_logprobs_num best
+    input_top_logprobs_idx: list[list[list[int]]] | None = None
 
     def rows_of(self, i: int) -> range:
         """The rows whose tokens request i takes: its one row, or its first accept_len + 1 rows."""

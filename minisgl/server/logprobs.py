@@ -61,8 +61,11 @@ def to_completion_logprobs(tokens: list[LogprobEntry], tops: list[list[LogprobEn
     `logprobs` most likely tokens and the chosen one; text_offset counts characters from `text_offset`."""
     out: dict[str, Any] = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
     for j, (logprob, _, text) in enumerate(tokens):
-        top = {t: lp for lp, _, t in (tops[j] if j < len(tops) else ())}
-        top.setdefault(text, logprob)
+        if logprob is None:  # the prompt's first token (echo): nothing before it scores it
+            top = None
+        else:
+            top = {t: lp for lp, _, t in (tops[j] if j < len(tops) and tops[j] is not None else ())}
+            top.setdefault(text, logprob)
         out["tokens"].append(text)
         out["token_logprobs"].append(logprob)
         out["top_logprobs"].append(top)

@@ -166,7 +166,8 @@ class GenerateReqInput(SGLangUnsupportedFields, RouterFields, GenerateRouterFiel
 
     Logprobs as in SGLang: `return_logprob` adds each output token's log-probability to meta_info
     (output_token_logprobs), `top_logprobs_num` the most likely tokens at each position (output_top_logprobs),
-    `return_text_in_logprobs` each token's text. Prompt logprobs (logprob_start_len >= 0) are not computed.
+    `return_text_in_logprobs` each token's text; `logprob_start_len` >= 0 the prompt's logprobs too, from that
+    token on (input_token_logprobs; the prompt then runs whole, past the radix cache).
     """
 
     rid: str = Field(default_factory=new_id, min_length=1)
@@ -178,16 +179,8 @@ class GenerateReqInput(SGLangUnsupportedFields, RouterFields, GenerateRouterFiel
     stream: bool = False
     return_logprob: bool = False
     top_logprobs_num: int = Field(default=0, ge=0, le=MAX_TOP_LOGPROBS)
-    logprob_start_len: int = -1
+    logprob_start_len: int = Field(default=-1, ge=-1)
     return_text_in_logprobs: bool = False
-
-    @field_validator("logprob_start_len")
-    @classmethod
-    def _no_prompt_logprobs(cls, value: int) -> int:
-        if value != -1:
-            raise ValueError("minisgl does not compute the prompt tokens' logprobs: logprob_start_len must "
-                             "be -1")
-        return value
 
     @model_validator(mode="after")
     def _exactly_one_input(self) -> GenerateReqInput:

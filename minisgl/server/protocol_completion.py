@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from minisgl.server.protocol import FinishReason, SamplingRequest, TokenId, UsageInfo, new_id, unix_time
 from minisgl.server.protocol_fields import refusing
@@ -16,8 +16,8 @@ class CompletionRequest(SamplingRequest):
     """POST /v1/completions with a single prompt, given as text or as token ids.
 
     `logprobs` (0..5) asks for each output token's log-probability and the `logprobs` most likely tokens at
-    each position; `echo` puts the prompt's text before the answer. Both together would need the prompt
-    tokens' logprobs, which minisgl does not compute, so that pair is refused."""
+    each position; `echo` puts the prompt's text before the answer. Both together give the prompt tokens'
+    logprobs too (the first token's is null), what evaluation harnesses score answers with."""
 
     prompt: str | list[TokenId] | list[str]
     logprobs: int | None = Field(default=None, ge=0, le=MAX_COMPLETION_LOGPROBS)
@@ -26,14 +26,6 @@ class CompletionRequest(SamplingRequest):
     suffix: Any = None
 
     check_completion_unsupported = refusing("best_of", "suffix")
-
-    @field_validator("echo")
-    @classmethod
-    def _no_prompt_logprobs(cls, value: bool, info: ValidationInfo) -> bool:
-        if value and info.data.get("logprobs") is not None:
-            raise ValueError("minisgl does not compute the prompt tokens' logprobs, so echo cannot be "
-                             "combined with logprobs; use one of them")
-        return value
 
     @field_validator("prompt")
     @classmethod

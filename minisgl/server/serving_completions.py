@@ -38,7 +38,11 @@ class OpenAIServingCompletion(OpenAIServingBase):
         return GenerateReqInput(rid=rid, sampling_params=to_sampling_params_dict(request),
                                 stream=request.stream, return_logprob=request.logprobs is not None,
                                 top_logprobs_num=request.logprobs or 0, return_text_in_logprobs=True,
-                                **prompt)
+                                logprob_start_len=0 if self._echo_logprobs(request) else -1, **prompt)
+
+    @staticmethod
+    def _echo_logprobs(request: CompletionRequest) -> bool:
+        return request.echo and request.logprobs is not None
 
     def _echo(self, request: CompletionRequest) -> str:
         """The prompt's text, put before the answer with `echo`; a prompt of token ids is decoded."""
@@ -48,16 +52,23 @@ class OpenAIServingCompletion(OpenAIServingBase):
             return request.prompt
         return self.tokenizer_manager.tokenizer.decode(request.prompt)
 
-    def _logprobs(self, out: dict[str, Any], request: CompletionRequest,
-                  text_offset: int) -> dict[str, Any] | None:
+    def _logprobs(self, out: dict[str, Any], request: CompletionRequest, text_offset: int,
+                  with_prompt: bool = False) -> dict[str, Any] | None:
+        """The output's logprobs; with_prompt (echo and logprobs, the first piece), the prompt's before them."""
         if request.logprobs is None:
             return None
-        return to_completion_logprobs(*output_logprobs_of(out, self.tokenizer_manager.tokenizer), text_offset)
+        tokens, tops = output_logprobs_of(out, self.tokenizer_manager.tokenizer)
+        if with_prompt:
+            meta = out["meta_info"]
+            tokens = list(meta.get("input_token_logprobs", ())) + tokens
+            tops = list(meta.get("input_top_logprobs", ())) + tops
+        return to_completion_logprobs(tokens, tops, text_offset)
 
     def _build_response(self, out: dict[str, Any], request: CompletionRequest) -> dict[str, Any]:
         meta = out["meta_info"]
         choice = CompletionResponseChoice(text=self._echo(request) + out["text"],
-                                          logprobs=self._logprobs(out, request, 0),
+                                          logprobs=self._logprobs(out, request, 0,
+                                                                  self._echo_logprobs(request)),
                                           finish_reason=finish_reason_of(meta),
                                           matched_stop=matched_stop_of(meta))
         response = CompletionResponse(id=f"cmpl-{meta['id']}", model=self.served_model_name, choices=[choice],
@@ -75,7 +86,9 @@ class OpenAIServingCompletion(OpenAIServingBase):
 
         chunks: list[Chunk] = []
         text = (self._echo(request) if first else "") + out["delta"]
-        logprobs = self._logprobs(out, request, len(out["text"]) - len(out["delta"]))
+        echoed = len(self._echo(request)) if not first else 0  # offsets count the echoed prompt too
+        logprobs = self._logprobs(out, request, echoed + len(out["text"]) - len(out["delta"]),
+                                  first and self._echo_logprobs(request))
         if text or (logprobs and logprobs["tokens"]):
             # the trace records the generated text only: an echoed prompt is sent, not generated
             chunks.append((chunk(text, logprobs=logprobs), out["delta"]))

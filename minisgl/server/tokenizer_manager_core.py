@@ -49,6 +49,9 @@ class ReqState:
     error: RequestError | None = None  # set when the engine can no longer answer
     output_token_logprobs: list[LogprobEntry] = field(default_factory=list)  # only with obj.return_logprob
     output_top_logprobs: list[list[LogprobEntry]] = field(default_factory=list)
+    prompt_ids: list[int] = field(default_factory=list)  # the tokenized prompt, for its logprobs' triples
+    input_token_logprobs: list[LogprobEntry] = field(default_factory=list)  # with logprob_start_len >= 0
+    input_top_logprobs: list[list[LogprobEntry] | None] = field(default_factory=list)
 
 
 class TokenizerManagerCore:
@@ -85,6 +88,7 @@ class TokenizerManagerCore:
             rid=obj.rid, input_text=text, input_ids=input_ids, sampling_params=dict(obj.sampling_params),
             stream=obj.stream, return_logprob=obj.return_logprob,
             top_logprobs_num=obj.top_logprobs_num if obj.return_logprob else 0,
+            logprob_start_len=obj.logprob_start_len if obj.return_logprob else -1,
             routed_dp_rank=obj.routed_dp_rank, bootstrap_host=obj.bootstrap_host,
             bootstrap_port=obj.bootstrap_port, bootstrap_room=obj.bootstrap_room)
 
@@ -98,6 +102,9 @@ class TokenizerManagerCore:
     def _send_one_request(self, tokenized: TokenizedGenerateReqInput) -> None:
         """Hand the request to the scheduler and return: the model's work is not awaited here."""
         tm_trace.tokenized(tokenized.rid, tokenized.input_text, tokenized.input_ids, self.tokenizer)
+        state = self.rid_to_state.get(tokenized.rid)
+        if state is not None and tokenized.logprob_start_len >= 0:
+            state.prompt_ids = list(tokenized.input_ids)
         self.send_to_scheduler.send(tokenized)
 
     # ---- out: the detokenizer's text is filed per request -------------------------------------------
@@ -126,6 +133,21 @@ class TokenizerManagerCore:
                 del self.rid_to_state[rid]
             self._wake(rid, state, delta)
 
+    def _add_input_logprobs(self, state: ReqState, vals: list[float], top_vals: list[list[float]],
+                            top_idxs: list[list[int]]) -> None:
+        """SGLang's input_token_logprobs: a triple per prompt token from logprob_start_len, the first with
+        logprob None when it is the prompt's first token (nothing comes before it to score it); and
+        input_top_logprobs, the best at each (None for that first token)."""
+        with_text = state.obj.return_text_in_logprobs
+        start = max(state.obj.logprob_start_len, 0)
+        ids = state.prompt_ids[start:]
+        tops = [detokenize_logprob_tokens(self.tokenizer, v, t, with_text)
+                for v, t in zip(top_vals, top_idxs)]
+        if start == 0:
+            vals, tops = [None, *vals], [None, *tops]
+        state.input_token_logprobs = detokenize_logprob_tokens(self.tokenizer, vals, ids, with_text)
+        state.input_top_logprobs = tops
+
     def _add_logprobs(self, state: ReqState, recv_obj: BatchStrOutput, i: int) -> dict[str, Any]:
         """File the i-th rid's new logprobs as SGLang's triples: all so far in meta_info, the new ones in the
         piece."""
@@ -146,6 +168,12 @@ class TokenizerManagerCore:
         state.output_top_logprobs.extend(tops)
         state.meta_info["output_token_logprobs"] = list(state.output_token_logprobs)
         state.meta_info["output_top_logprobs"] = list(state.output_top_logprobs)
+        if i < len(recv_obj.input_token_logprobs_val) and recv_obj.input_token_logprobs_val[i]:
+            self._add_input_logprobs(state, recv_obj.input_token_logprobs_val[i],
+                                     recv_obj.input_top_logprobs_val[i], recv_obj.input_top_logprobs_idx[i])
+        if state.obj.logprob_start_len >= 0:
+            state.meta_info["input_token_logprobs"] = list(state.input_token_logprobs)
+            state.meta_info["input_top_logprobs"] = list(state.input_top_logprobs)
         return {"output_token_logprobs": tokens, "output_top_logprobs": tops}
 
     def _wake(self, rid: str, state: ReqState, delta: str) -> None:

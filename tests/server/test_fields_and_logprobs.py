@@ -25,10 +25,10 @@ COMPLETIONS = "/v1/completions"
     (CHAT, {"messages": USER, "data_parallel_rank": 1}, "data_parallel_rank", "one data-parallel rank"),
     (CHAT, {"messages": USER, "no_stop_trim": True}, "no_stop_trim", "does not support"),
     (COMPLETIONS, {"prompt": "x", "logprobs": 6}, "logprobs", "5"),
-    (COMPLETIONS, {"prompt": "x", "echo": True, "logprobs": 1}, "echo", "prompt tokens' logprobs"),
     (COMPLETIONS, {"prompt": "x", "suffix": "y"}, "suffix", "does not support"),
     ("/generate", {"text": "x", "max_tokens": 3}, "max_tokens", "Unrecognized request argument"),
-    ("/generate", {"text": "x", "return_logprob": True, "logprob_start_len": 0}, "logprob_start_len", "prompt"),
+    ("/generate", {"text": "x", "return_logprob": True, "logprob_start_len": -2}, "logprob_start_len",
+     "greater than or equal to -1"),
 ])
 def test_unsupported_and_unknown_fields_are_refused_by_name(http, path, body, param, words):
     resp = http.post(path, json=body)
@@ -123,3 +123,24 @@ def test_no_max_tokens_runs_to_the_end_of_the_context(client, model):
     resp = client.completions.create(model=model, prompt=prompt, temperature=0, extra_body={"ignore_eos": True})
     assert resp.usage.prompt_tokens == 1016 and resp.usage.completion_tokens == 1024 - 1016
     assert resp.choices[0].finish_reason == "length" and "warning" not in (resp.model_extra or {})
+
+
+def test_echo_with_logprobs_scores_the_prompt_as_evaluation_harnesses_ask(client, model, engine, hf_model_fp32):
+    """What lm-evaluation-harness's local-completions sends to score a continuation: the prompt as token ids,
+    echo, logprobs, max_tokens 1. The prompt tokens' logprobs equal transformers' log_softmax (the first is
+    null), each position's top_logprobs has its best tokens, and streamed they are the same."""
+    ids = engine.tokenizer.encode("Question: what colour is the sky? Answer: blue")
+    resp = client.completions.create(model=model, prompt=ids, max_tokens=1, temperature=0, echo=True, logprobs=2)
+    lp = resp.choices[0].logprobs
+    assert len(lp.tokens) == len(ids) + 1 and lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    expected = _reference(hf_model_fp32, ids[:1], ids[1:])  # row k scores prompt token k + 1
+    for k in range(1, len(ids)):
+        assert lp.token_logprobs[k] == pytest.approx(expected[k - 1][ids[k]].item(), abs=2e-3)
+        top = lp.top_logprobs[k]
+        assert lp.tokens[k] in top and max(top.values()) == pytest.approx(expected[k - 1].max().item(), abs=2e-3)
+    assert resp.choices[0].text == engine.tokenizer.decode(ids) + lp.tokens[-1]
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
+    chunks = list(client.completions.create(model=model, prompt=ids, max_tokens=1, temperature=0, echo=True,
+                                            logprobs=2, stream=True))
+    streamed = [v for c in chunks if c.choices[0].logprobs for v in c.choices[0].logprobs.token_logprobs]
+    assert streamed == lp.token_logprobs
