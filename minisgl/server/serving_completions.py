@@ -54,7 +54,7 @@ class OpenAIServingCompletion(OpenAIServingBase):
 
     def _logprobs(self, out: dict[str, Any], request: CompletionRequest, text_offset: int,
                   with_prompt: bool = False) -> dict[str, Any] | None:
-        """The output's logprobs; with_prompt (echo and logprobs, the first piece), the prompt's before them."""
+        """The output's logprobs; with_prompt (echo and logprobs, the first piece), the prompt's first."""
         if request.logprobs is None:
             return None
         tokens, tops = output_logprobs_of(out, self.tokenizer_manager.tokenizer)
