@@ -31,6 +31,8 @@ class HttpServerArgs:
     enable_metrics: bool = False  # GET /metrics in Prometheus text format
     max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES  # larger bodies get 413
     allowed_origins: list[str] | None = None  # None: no CORS headers at all, so browsers keep other sites out
+    tool_call_parser: str | None = None  # qwen25 | hermes | pythonic: tool calls parsed out of chat answers
+    reasoning_parser: str | None = None  # deepseek-r1 | qwen3: <think> blocks into reasoning_content
 
     def resolve_trace_dir(self) -> Path | None:
         """Pick the folder once, in the main process; every child is given the same path."""
@@ -66,6 +68,15 @@ class HttpServerArgs:
         g.add_argument("--allowed-origins", nargs="+", default=d.allowed_origins, metavar="URL",
                        help="let web pages from these origins (e.g. http://localhost:8080, or * for any) "
                             "call the API from a browser (CORS); by default no CORS headers are sent")
+        g.add_argument("--tool-call-parser", default=d.tool_call_parser,
+                       choices=["qwen25", "hermes", "pythonic"],
+                       help="find tool calls in chat answers (tool_choice auto) and return them as "
+                            "tool_calls: <tool_call>{json}</tool_call> blocks (qwen25, hermes) or a Python "
+                            "list of calls (pythonic)")
+        g.add_argument("--reasoning-parser", default=d.reasoning_parser,
+                       choices=["deepseek-r1", "qwen3"],
+                       help="return a thinking model's <think> block as reasoning_content, apart from the "
+                            "content (deepseek-r1: the template opens it; qwen3: only if the answer does)")
         g = parser.add_argument_group("tracing")
         g.add_argument("--trace", dest="trace_dir", nargs="?", const="", default=None, metavar="DIR",
                        help="write a trace of every process to DIR (default: "

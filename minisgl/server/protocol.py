@@ -24,7 +24,7 @@ from minisgl.server.protocol_fields import (
     refusing,
 )
 
-FinishReason = Literal["stop", "length", "abort"]
+FinishReason = Literal["stop", "length", "abort", "tool_calls"]
 StopStr = Annotated[str, Field(min_length=1)]
 TokenId = Annotated[int, Field(ge=0)]
 
@@ -173,8 +173,10 @@ class GenerateReqInput(SGLangUnsupportedFields, RouterFields, GenerateRouterFiel
     rid: str = Field(default_factory=new_id, min_length=1)
     text: str | None = None
     input_ids: list[TokenId] | None = None
-    # chat turns from /v1/chat/completions: the TokenizerManager applies the chat template to them
+    # chat turns from /v1/chat/completions: the TokenizerManager applies the chat template to them, with
+    # the tools (OpenAI's function definitions) the template is given
     messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
     sampling_params: dict[str, Any] = Field(default_factory=dict)
     stream: bool = False
     return_logprob: bool = False

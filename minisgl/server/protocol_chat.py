@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from minisgl.server.protocol import (
     MAX_TOP_LOGPROBS,
@@ -17,6 +17,7 @@ from minisgl.server.protocol import (
     unix_time,
 )
 from minisgl.server.protocol_fields import refusing
+from minisgl.server.protocol_tools import MessageToolCall, Tool, ToolChoice
 
 
 class ContentPart(RequestModel):
@@ -27,25 +28,44 @@ class ContentPart(RequestModel):
 
 
 class ChatCompletionMessage(RequestModel):
-    """One chat turn; content may be a string or a list of text parts, as OpenAI allows."""
+    """One chat turn; content may be a string or a list of text parts, as OpenAI allows. An assistant turn
+    may carry the tool calls it made (then content may be null); a `tool` turn answers one of them."""
 
-    role: Literal["system", "user", "assistant"]
-    content: str | list[ContentPart]
-    # OpenAI's, for tools, audio and named participants: refused
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    tool_calls: list[MessageToolCall] | None = None
+    tool_call_id: str | None = None
+    # OpenAI's, for audio and named participants: refused
     name: Any = None
-    tool_calls: Any = None
-    tool_call_id: Any = None
     function_call: Any = None
     refusal: Any = None
     audio: Any = None
 
-    check_unsupported = refusing("name", "tool_calls", "tool_call_id", "function_call", "refusal", "audio")
+    check_unsupported = refusing("name", "function_call", "refusal", "audio")
+
+    @model_validator(mode="after")
+    def _fields_of_the_role(self) -> ChatCompletionMessage:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("content is needed (only an assistant turn with tool_calls may leave it null)")
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("only an assistant turn has tool_calls")
+        if (self.role == "tool") != (self.tool_call_id is not None):
+            raise ValueError("a tool turn, and only a tool turn, has a tool_call_id")
+        return self
 
     def text(self) -> str:
         """The content as one string, so the chat template never sees the list form."""
-        if isinstance(self.content, str):
-            return self.content
+        if isinstance(self.content, str) or self.content is None:
+            return self.content or ""
         return "".join(part.text for part in self.content)
+
+    def for_template(self) -> dict[str, Any]:
+        turn: dict[str, Any] = {"role": self.role, "content": self.text()}
+        if self.tool_calls:
+            turn["tool_calls"] = [call.for_template() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            turn["tool_call_id"] = self.tool_call_id
+        return turn
 
 
 class ChatCompletionRequest(SamplingRequest):
@@ -66,27 +86,45 @@ class ChatCompletionRequest(SamplingRequest):
     functions: Any = None
     metadata: Any = None
     modalities: Any = None
-    parallel_tool_calls: Any = None
+    parallel_tool_calls: bool | None = None  # false: tool_choice required makes exactly one call
     prediction: Any = None
     prompt_cache_retention: Any = None
     reasoning_effort: Any = None
     service_tier: Any = None
     store: Any = None
-    tool_choice: Any = None
-    tools: Any = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | ToolChoice | None = None
     verbosity: Any = None
     web_search_options: Any = None
+    # SGLang's, with --reasoning-parser: the reasoning apart (reasoning_content), and streamed as it comes
+    separate_reasoning: bool = True
+    stream_reasoning: bool = True
     # SGLang's chat extensions minisgl does not implement
     chat_template_kwargs: Any = None
     continue_final_message: Any = None
-    separate_reasoning: Any = None
-    stream_reasoning: Any = None
+
+    _splitter: Any = PrivateAttr(default=None)  # a stream's parsers (serving_chat.py), one per request
 
     check_chat_unsupported = refusing(
-        "audio", "function_call", "functions", "metadata", "modalities", "parallel_tool_calls", "prediction",
+        "audio", "function_call", "functions", "metadata", "modalities", "prediction",
         "prompt_cache_retention", "reasoning_effort", "service_tier", "store",
-        "tool_choice", "tools", "verbosity", "web_search_options", "chat_template_kwargs",
-        "continue_final_message", "separate_reasoning", "stream_reasoning")
+        "verbosity", "web_search_options", "chat_template_kwargs", "continue_final_message")
+
+    @model_validator(mode="after")
+    def _tool_choice_needs_its_tools(self) -> ChatCompletionRequest:
+        choice = self.tool_choice
+        if choice in (None, "none", "auto"):
+            return self
+        names = [tool.function.name for tool in self.tools or ()]
+        if not names:
+            raise ValueError("tool_choice asks for a tool call, but no tools are given")
+        if isinstance(choice, ToolChoice) and choice.function.name not in names:
+            raise ValueError(f"tool_choice names {choice.function.name!r}, which is not among the tools "
+                             f"({', '.join(names)})")
+        if self.response_format is not None or self.regex or self.ebnf or self.json_schema:
+            raise ValueError("tool_choice required or named is enforced by a grammar of its own: leave out "
+                             "response_format, regex, ebnf and json_schema")
+        return self
 
     @field_validator("top_logprobs")
     @classmethod
@@ -98,7 +136,9 @@ class ChatCompletionRequest(SamplingRequest):
 
 class ChatMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None = None
+    reasoning_content: str | None = None  # with --reasoning-parser
 
 
 class ChatCompletionResponseChoice(BaseModel):
@@ -123,6 +163,8 @@ class ChoiceDelta(BaseModel):
 
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    reasoning_content: str | None = None
 
 
 class ChatCompletionResponseStreamChoice(BaseModel):

@@ -29,10 +29,6 @@ HARMLESS: dict[str, tuple[Any, ...]] = {
     "return_hidden_states": (False,),
     "return_routed_experts": (False,),
     "no_stop_trim": (False,),
-    "stream_reasoning": (True,),
-    # SGLang's router sends `separate_reasoning: true` (SGLang's default) on every chat request; without a
-    # reasoning parser (minisgl has none, SGLang has none unless --reasoning-parser) it changes nothing
-    "separate_reasoning": (False, True),
     "continue_final_message": (False,),
     "background": (False,),
     "no_logs": (False,),

@@ -121,6 +121,9 @@ async def _serve(server_args: ServerArgs, http_args: HttpServerArgs, port_args: 
     tokenizer_manager = TokenizerManager(port_args, tokenizer, limits, metrics, server_args.dp_size)
     tokenizer_manager.disaggregation_mode = server_args.disaggregation_mode  # names PD requests by their room
     tokenizer_manager.allow_auto_truncate = server_args.allow_auto_truncate
+    # the chat endpoint's parsers (serving_chat.py)
+    tokenizer_manager.tool_call_parser = http_args.tool_call_parser
+    tokenizer_manager.reasoning_parser = http_args.reasoning_parser
     app = create_app(tokenizer_manager, served_model_name, http_args.api_key, processes.pids(),
                      http_args.max_request_body_bytes, http_args.allowed_origins, worker_info)
     if metrics is not None:

@@ -66,6 +66,7 @@ class TokenizerManager(TokenizerManagerCore):
         # "prefill" or "decode": one half of a PD pair (server_lifecycle.py)
         self.disaggregation_mode = "null"
         self.allow_auto_truncate = False  # --allow-auto-truncate: shorten what does not fit, not refuse it
+        self.tool_call_parser = self.reasoning_parser = None  # --tool-call-parser, --reasoning-parser
         send_to_scheduler = PushSender(self._context, port_args.scheduler_input_ipc_name,
                                        dst="scheduler" if dp_size == 1 else "data_parallel_controller")
         super().__init__(tokenizer, limits.vocab_size, send_to_scheduler)

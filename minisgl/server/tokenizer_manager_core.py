@@ -69,8 +69,8 @@ class TokenizerManagerCore:
         text: str | None
         if obj.messages is not None:
             try:
-                text = self.tokenizer.apply_chat_template(obj.messages, add_generation_prompt=True,
-                                                          tokenize=False)
+                text = self.tokenizer.apply_chat_template(obj.messages, tools=obj.tools,
+                                                          add_generation_prompt=True, tokenize=False)
             # (a template may reject turns in an order it does not allow)
             except Exception as e:  # noqa: BLE001
                 raise RequestError(f"the chat template rejected the messages: {e}",

@@ -127,7 +127,8 @@ def wait_drained(http: httpx.Client, timeout: float = 60) -> dict:
 def server(tmp_path_factory):
     trace_dir = tmp_path_factory.mktemp("server-trace")
     srv = ServeProcess([*serve_flags(ENGINE_FLAGS), "--api-key", API_KEY, "--trace", str(trace_dir),
-                        "--log-level", "warning", "--enable-metrics"]).wait_ready()
+                        "--log-level", "warning", "--enable-metrics", "--tool-call-parser", "qwen25",
+                        "--reasoning-parser", "qwen3"]).wait_ready()
     yield srv
     # a clean stop, as after Ctrl-C: exit status 0, no child left, the socket folder gone
     code = srv.stop(signal.SIGINT)

@@ -16,7 +16,7 @@ COMPLETIONS = "/v1/completions"
 
 @pytest.mark.parametrize(("path", "body", "param", "words"), [
     (CHAT, {"messages": USER, "frobnicate": 1}, "frobnicate", "Unrecognized request argument supplied: frobnicate"),
-    (CHAT, {"messages": USER, "tools": [{"type": "function"}]}, "tools", "does not support `tools`"),
+    (CHAT, {"messages": USER, "functions": [{"name": "f"}]}, "functions", "does not support `functions`"),
     (CHAT, {"messages": USER, "response_format": {"type": "xml"}}, "response_format.type", "json_schema"),
     (CHAT, {"messages": USER, "response_format": {"type": "json_object"}, "regex": "a"}, None, "both given"),
     (CHAT, {"messages": USER, "logprobs": "yes"}, "logprobs", "boolean"),

@@ -72,7 +72,7 @@ def test_valid_json_body_parses():
         ({"messages": []}, "messages"),
         ({"messages": "hi"}, "messages"),
         ({"messages": [{"role": "bot", "content": "x"}]}, "messages[0].role"),
-        ({"messages": [{"role": "user"}]}, "messages[0].content"),
+        ({"messages": [{"role": "user"}]}, "messages[0]"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
         ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages[0].content[0].type"),
         ({"messages": USER, "temperature": "0.5"}, "temperature"),
