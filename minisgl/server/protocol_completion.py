@@ -10,6 +10,7 @@ from minisgl.server.protocol import FinishReason, SamplingRequest, TokenId, Usag
 from minisgl.server.protocol_fields import refusing
 
 MAX_COMPLETION_LOGPROBS = 5  # OpenAI's limit for the legacy endpoint
+MAX_PROMPTS = 64  # prompts in one request
 
 
 class CompletionRequest(SamplingRequest):
@@ -19,7 +20,7 @@ class CompletionRequest(SamplingRequest):
     each position; `echo` puts the prompt's text before the answer. Both together give the prompt tokens'
     logprobs too (the first token's is null), what evaluation harnesses score answers with."""
 
-    prompt: str | list[TokenId] | list[str]
+    prompt: str | list[TokenId] | list[str] | list[list[TokenId]]
     logprobs: int | None = Field(default=None, ge=0, le=MAX_COMPLETION_LOGPROBS)
     echo: bool = False
     best_of: Any = None
@@ -29,14 +30,22 @@ class CompletionRequest(SamplingRequest):
 
     @field_validator("prompt")
     @classmethod
-    def _single_prompt(cls, value: str | list[int] | list[str]) -> str | list[int]:
-        if value and isinstance(value, list) and isinstance(value[0], str):
-            if len(value) != 1:
-                raise ValueError(f"got {len(value)} prompts; minisgl takes one prompt per request")
-            value = value[0]
+    def _prompts(cls, value: Any) -> Any:
+        """One prompt (text or token ids) or a list of them (one answer each); a list of one is one."""
         if not value:
             raise ValueError("must not be empty")
+        if isinstance(value, list) and isinstance(value[0], (str, list)):
+            if len(value) > MAX_PROMPTS:
+                raise ValueError(f"got {len(value)} prompts; at most {MAX_PROMPTS} in one request")
+            if not all(value):
+                raise ValueError("a prompt in the list is empty")
+            return value[0] if len(value) == 1 else value
         return value
+
+    @property
+    def prompts(self) -> list[str | list[int]]:
+        several = isinstance(self.prompt, list) and isinstance(self.prompt[0], (str, list))
+        return list(self.prompt) if several else [self.prompt]
 
 
 class CompletionResponseChoice(BaseModel):

@@ -61,6 +61,10 @@ class OpenAIServingBase:
         may carry the same one there, and would share a rid)."""
         return room_rid(request) if self.tokenizer_manager.disaggregation_mode != "null" else None
 
+    def _split_prompts(self, request: Any) -> list[Any]:
+        """One request per prompt: several only on /v1/completions, whose prompt may be a list of them."""
+        return [request]
+
     def _validate_request(self, request: Any) -> None:
         model = getattr(request, "model", None)
         if model and model != self.served_model_name:
@@ -72,18 +76,23 @@ class OpenAIServingBase:
         try:
             request = await read_request(raw_request, self.request_cls, self.tokenizer_manager)
             rid = self._new_rid(request)
-            n = getattr(request, "n", 1)  # n > 1: each copy is traced as a request of its own
-            if n == 1:
+            # n > 1, or several prompts: each copy is traced as a request of its own
+            n = getattr(request, "n", 1)
+            requests = self._split_prompts(request)
+            if n == 1 and len(requests) == 1:
                 tm_trace.request_received(rid, self.endpoint, self.request_cls.__name__, request.stream,
                                           self._sampling_params(request), router_request_id(raw_request))
             self._validate_request(request)
-            obj = self._convert_to_internal_request(request, rid)
-            obj.routed_dp_rank = extract_routed_dp_rank(request, raw_request, self.tokenizer_manager.dp_size)
-            for name in ("bootstrap_host", "bootstrap_port", "bootstrap_room"):  # PD disaggregation's pairing
-                setattr(obj, name, getattr(request, name, None))
-            if n > 1:
-                return await parallel_sampling.handle(self, obj, request, raw_request, n,
+            objs = [self._convert_to_internal_request(r, rid) for r in requests]
+            for obj in objs:
+                obj.routed_dp_rank = extract_routed_dp_rank(request, raw_request,
+                                                            self.tokenizer_manager.dp_size)
+                for name in ("bootstrap_host", "bootstrap_port", "bootstrap_room"):  # PD's pairing
+                    setattr(obj, name, getattr(request, name, None))
+            if len(objs) > 1 or n > 1:
+                return await parallel_sampling.handle(self, objs, requests, raw_request, n,
                                                       router_request_id(raw_request))
+            obj = objs[0]
             if request.stream:
                 return await self._handle_streaming_request(obj, request, raw_request)
             return await self._handle_non_streaming_request(obj, request, raw_request)

@@ -44,6 +44,10 @@ class OpenAIServingCompletion(OpenAIServingBase):
     def _echo_logprobs(request: CompletionRequest) -> bool:
         return request.echo and request.logprobs is not None
 
+    def _split_prompts(self, request: CompletionRequest) -> list[CompletionRequest]:
+        prompts = request.prompts
+        return [request] if len(prompts) == 1 else [request.model_copy(update={"prompt": p}) for p in prompts]
+
     def _echo(self, request: CompletionRequest) -> str:
         """The prompt's text, put before the answer with `echo`; a prompt of token ids is decoded."""
         if not request.echo:

@@ -36,7 +36,7 @@ CASES = [
     ("bad parameter, streamed", CHAT, {"messages": USER, "temperature": -1, "stream": True}, 400, "temperature"),
     ("empty prompt", COMPLETIONS, {"prompt": ""}, 400, "prompt"),
     ("token id past the vocabulary", COMPLETIONS, {"prompt": [1, 2, 10**6]}, 400, "vocabulary"),
-    ("several prompts", COMPLETIONS, {"prompt": ["a", "b"]}, 400, "one prompt"),
+    ("65 prompts", COMPLETIONS, {"prompt": ["a"] * 65}, 400, "at most 64"),
     ("generate with text and input_ids", "/generate", {"text": "a", "input_ids": [1]}, 400, "exactly one"),
     ("generate with an unknown sampling key", "/generate", {"text": "a", "sampling_params": {"max_tokens": 3}},
      400, "max_tokens"),

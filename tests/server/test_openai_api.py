@@ -214,3 +214,22 @@ def test_n_choices_share_one_prefill(server, client, model, http):
                if ev.name == "sched.req_created" and ev.rid.startswith("n-choices-")}
     assert matched["n-choices-0"][0] == 0
     assert matched["n-choices-1"][0] == matched["n-choices-2"][0] == created["n-choices-0"] - 1
+
+
+def test_a_list_of_prompts_answers_each_as_alone(client, model):
+    """Several prompts in one /v1/completions request (text or token ids), as lm-evaluation-harness batches
+    them: one choice per prompt, in order, each the answer the prompt gets alone (greedy), echo and logprobs
+    per prompt; with n = 2, prompt p's choices at 2p and 2p + 1."""
+    prompts = ["The capital of France is", "Two plus two equals"]
+    batch = client.completions.create(model=model, prompt=prompts, max_tokens=4, temperature=0, echo=True,
+                                      logprobs=1)
+    alone = [client.completions.create(model=model, prompt=p, max_tokens=4, temperature=0, echo=True, logprobs=1)
+             for p in prompts]
+    assert [c.index for c in batch.choices] == [0, 1]
+    assert [c.text for c in batch.choices] == [a.choices[0].text for a in alone]
+    assert [c.logprobs.tokens for c in batch.choices] == [a.choices[0].logprobs.tokens for a in alone]
+    assert batch.usage.prompt_tokens == sum(a.usage.prompt_tokens for a in alone)
+    ids = [[504, 3575, 282, 4649, 314], [7397, 2579, 2579, 18207]]
+    doubled = client.completions.create(model=model, prompt=ids, max_tokens=3, temperature=0, n=2)
+    assert [c.index for c in doubled.choices] == [0, 1, 2, 3]
+    assert doubled.choices[0].text == doubled.choices[1].text and doubled.choices[2].text == doubled.choices[3].text

@@ -176,7 +176,8 @@ def test_completion_prompt_forms():
 @pytest.mark.parametrize(
     ("body", "param", "says"),
     [
-        ({"prompt": ["a", "b"]}, "prompt", "one prompt per request"),
+        ({"prompt": ["a"] * 65}, "prompt", "at most 64 in one request"),
+        ({"prompt": ["a", ""]}, "prompt", "a prompt in the list is empty"),
         ({"prompt": ""}, "prompt", "must not be empty"),
         ({"prompt": []}, "prompt", "must not be empty"),
         ({"prompt": [1, -2]}, "prompt[1]", "greater than or equal to 0"),
