@@ -28,17 +28,12 @@ def detokenize_logprob_tokens(tokenizer, vals: list[float], ids: list[int], with
 
 def output_logprobs_of(out: dict[str, Any], tokenizer) -> tuple[list[LogprobEntry], list[list[LogprobEntry]]]:
     """The output's logprob entries not sent yet (from out["logprobs_from"], 0 unless streaming), and their
-    top entries. A final special stop token (EOS) is left out: its text is not in the answer either."""
+    top entries. As in SGLang, a final stop token (EOS) is one of them: usage.completion_tokens counts it,
+    though its text is not in the answer."""
     meta = out["meta_info"]
     start = out.get("logprobs_from", 0)
     tokens = list(meta.get("output_token_logprobs", ())[start:])
-    tops = list(meta.get("output_top_logprobs", ())[start:])
-    reason = meta["finish_reason"] or {}
-    matched = reason.get("matched")
-    if (tokens and isinstance(matched, int) and not isinstance(matched, bool) and tokens[-1][1] == matched
-            and matched in tokenizer.all_special_ids):
-        tokens, tops = tokens[:-1], tops[: len(tokens) - 1]
-    return tokens, tops
+    return tokens, list(meta.get("output_top_logprobs", ())[start:])
 
 
 def _bytes(text: str) -> list[int]:

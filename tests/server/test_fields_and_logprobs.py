@@ -66,9 +66,9 @@ def test_chat_logprobs_equal_log_softmax_of_the_logits_streamed_or_not(client, m
     content = resp.choices[0].logprobs.content
     assert resp.choices[0].message.content == ref["text"]
     ids = ref["output_ids"]
-    if ref["finish_reason"]["type"] == "stop":  # the end-of-sequence token is not in the text, nor in logprobs
-        ids = ids[:-1]
-    assert "".join(e.token for e in content) == ref["text"] and len(content) == len(ids)
+    assert len(content) == len(ids) == resp.usage.completion_tokens  # a final stop token included, as SGLang
+    stop = engine.tokenizer.decode(ids[-1:]) if ref["finish_reason"]["type"] == "stop" else ""
+    assert "".join(e.token for e in content) == ref["text"] + stop
     prompt_ids = engine.tokenizer.apply_chat_template(USER, add_generation_prompt=True, tokenize=True,
                                                       return_dict=False)
     expected = _reference(hf_model_fp32, prompt_ids, ids)
