@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tracer.fmt import ranges
 
-SCENARIOS = ("shared_prefix", "stream_detok", "context_limit", "structured_output")
+SCENARIOS = ("shared_prefix", "stream_detok", "context_limit", "structured_output", "tool_call")
 
 
 def _one(trace, name: str, rid: str, pred=lambda ev: True):
@@ -59,7 +59,7 @@ def facts(traces) -> dict:
     cl_created = _one(cl, "sched.req_created", "CLAMPED")[0]
     clamp = cl_created.get("max_new_tokens_clamped")
     cl_fin = _one(cl, "sched.finished", "CLAMPED")[0]
-    grammar = _grammar_facts(traces["structured_output"])
+    grammar = {**_grammar_facts(traces["structured_output"]), **_tool_facts(traces["tool_call"])}
 
     return {
         "temperature": params.get("temperature"),
@@ -141,4 +141,27 @@ def _grammar_facts(so) -> dict:
         "g_yesno_max_new": yesno_params.get("max_new_tokens"),
         "g_bad_message": _one(so, "sched.refused", "BAD")[0].get("message"),
         "g_gone_where": _one(so, "sched.abort_requested", "GONE")[0].get("where"),
+    }
+
+
+def _tool_facts(tc) -> dict:
+    """tool_call: the json_schema the serving layer made of the tools, and the JSON array written under it."""
+    import json
+
+    params = _one(tc, "sched.req_created", "TOOL")[0].get("sampling_params")
+    schema = json.loads(params["json_schema"])
+    names = [item["properties"]["name"]["enum"][0] for item in schema["items"]["anyOf"]]
+    kept = _texts(tc, "TOOL")
+    fin = _one(tc, "sched.finished", "TOOL")[0]
+    text = "".join(t for _, t in kept[:-1]) if fin.get("finish_reason").get("type") == "stop" else ""
+    calls = json.loads(text)  # raises if the forced answer is not a whole array: the page would be wrong
+    masks = [ev.get("allowed")[0] for ev in tc.events if ev.name == "sched.grammar_masked"]
+    return {
+        "t_names": ", ".join(f"`{n}`" for n in names),
+        "t_min_items": schema["minItems"],
+        "t_text": json.dumps(text),
+        "t_call": f"`{calls[0]['name']}` with `{json.dumps(calls[0]['parameters'])}`",
+        "t_output_len": fin.get("output_len"),
+        "t_first_allowed": masks[0],
+        "t_eos_text": _quote(kept[-1][1]),
     }

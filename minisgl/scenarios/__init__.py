@@ -28,6 +28,7 @@ NAMES = (
     "mixed_round",
     "stream_detok",
     "structured_output",
+    "tool_call",
     "abort",
     "client_disconnect",
     "context_limit",

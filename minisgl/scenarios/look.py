@@ -43,6 +43,10 @@ def result_line(rid: str, result: dict[str, Any]) -> str:
         return f"{rid}: refused: {result['error']}"
     if "sse_messages" in result:  # a server scenario's client: what it read off the stream
         return f"{rid}: {result['sse_messages']} SSE message(s) read: {result['text']!r}"
+    if "tool_calls" in result:  # a chat answer whose text the serving layer turned into calls
+        calls = ", ".join(f"{c['function']['name']}({c['function']['arguments']})"
+                          for c in result["tool_calls"])
+        return f"{rid}: finish_reason {result['finish_reason']}, tool_calls {calls}"
     if "left" in result:  # a client that went away without an answer
         return f"{rid}: the client left: {result['left']}"
     meta = result.get("meta_info") or result  # /generate's answer carries it in meta_info

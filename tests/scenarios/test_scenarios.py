@@ -114,4 +114,4 @@ def test_run_prints_where_to_look_and_the_commands(base_engine, tmp_path, capsys
 
 def test_server_scenarios_are_the_http_ones():
     assert set(SERVED) == {"one_request", "client_disconnect", "data_parallel", "tensor_parallel",
-                           "pd_disaggregation"}
+                           "pd_disaggregation", "tool_call"}
