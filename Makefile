@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.minisgl-installed
 
 .PHONY: demo test test-setup system-packages bench clean-venv graphviz compiler chromium mermaid lessons \
-        lessons-serve router-env lab-mutants lab-bugs
+        lessons-serve router-env lm-eval-env lab-mutants lab-bugs
 
 # --no-compile: pip would compile every installed file to bytecode, one at a time (most of torch's install).
 # Instead the modules minisgl imports are compiled once, by importing them (WARM_IMPORTS), and `make test`
@@ -113,6 +113,21 @@ router-env:
 	  && $(ROUTER_VENV)/bin/python -m pip install --quiet sglang-router==$(SGLANG_ROUTER_VERSION); } \
 	|| echo "== could not install sglang-router: the router tests will skip"
 
+# lm-evaluation-harness (lm-eval) in its own venv, never a dependency of minisgl:
+# tests/server/test_lm_eval.py runs its local-completions model against `minisgl serve`. Pinned, no torch
+# (its API models need none); never fails the build (without it that test skips and says why).
+LM_EVAL_VENV          ?= .venv-lmeval
+LM_EVAL_VERSION       := 0.4.13
+LM_EVAL_TRANSFORMERS  := 5.25.0
+lm-eval-env:
+	@if $(LM_EVAL_VENV)/bin/python -c "import importlib.metadata as m, sys; \
+	sys.exit(m.version('lm_eval') != '$(LM_EVAL_VERSION)')" 2>/dev/null; then exit 0; fi; \
+	echo "== lm-eval $(LM_EVAL_VERSION) in $(LM_EVAL_VENV) (lm-evaluation-harness, for tests/server/test_lm_eval.py)"; \
+	{ python3 -m venv $(LM_EVAL_VENV) \
+	  && $(LM_EVAL_VENV)/bin/python -m pip install --quiet "lm-eval[api]==$(LM_EVAL_VERSION)" \
+	     "transformers==$(LM_EVAL_TRANSFORMERS)"; } \
+	|| echo "== could not install lm-eval: its test will skip"
+
 # Three pytest-xdist workers on two cores: many tests spend part of their time waiting on a server or grading
 # process, and a third worker fills those gaps (the benchmarks page has the timings). tests/conftest.py makes
 # what the workers share once per run and keeps a loaded model or a server on one worker. TEST_WORKERS=0 runs
@@ -124,7 +139,7 @@ test:
 
 # What the tests need, made side by side (`make test` runs this with -j): the Debian packages in one apt-get
 # (apt runs one at a time), mermaid, the router's venv and .venv are independent of each other.
-test-setup: system-packages mermaid router-env $(STAMP)
+test-setup: system-packages mermaid router-env lm-eval-env $(STAMP)
 
 # graphviz, g++, chromium and its CJK font in one apt-get where some are missing and we are root; then each
 # one's own target checks again and says what is still missing and what that means.
