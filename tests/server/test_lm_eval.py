@@ -37,7 +37,7 @@ def test_lm_eval_loglikelihoods_equal_transformers(server, model, engine, hf_mod
     run = subprocess.run([str(LM_EVAL), "--model", "local-completions", "--model_args", args, "--tasks",
                           "minisgl_mc,minisgl_gen", "--include_path", str(tmp_path), "--log_samples",
                           "--output_path", str(tmp_path / "out"), "--batch_size", "4"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     samples = {p.name.split("_")[2]: [json.loads(line) for line in p.read_text().splitlines()]
                for p in (tmp_path / "out").rglob("samples_*.jsonl")}
