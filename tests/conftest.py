@@ -10,7 +10,14 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from hypothesis import settings
+
 from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model
+
+# Hypothesis draws the same examples on every run and machine and keeps no example database, so a test
+# passes or fails the same way in any order and on a clean clone (a failure prints the example to replay)
+settings.register_profile("minisgl", derandomize=True, database=None, deadline=None)
+settings.load_profile("minisgl")
 
 # ---- three workers ------------------------------------------------------------------------------------
 # `make test` runs the suite on three pytest-xdist workers (--dist loadgroup). Each worker is its own process

@@ -188,7 +188,6 @@ def test_a_large_prompt_stalls_neither_health_nor_a_running_stream(server, http)
     assert set(when) == {"large 400", "huge 413", "health 200"}, events
     assert health_sent < when["large 400"], "the large prompt was done before /health was asked: make it larger"
     assert when["health 200"] < when["large 400"], "/health waited for the large prompt's tokenizer"
-    assert when["health 200"] - health_sent < 2.0
     assert when["huge 413"] < when["large 400"]
     during = [t for t, what in events if what == "token" and health_sent < t < when["large 400"]]
     assert during, "the running stream got no token while the large prompt was being tokenized"

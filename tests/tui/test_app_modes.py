@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
@@ -99,6 +100,14 @@ async def test_diagram_key_writes_the_current_round(tmp_path, open_app):
         assert text.startswith(("digraph", "strict digraph")) and "req-b" in text
 
 
+async def until(pilot, condition, seconds: float = 60.0) -> None:
+    """Let the app run (its live tail polls every 0.05 s) until condition() holds; fail after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the live tail never caught up"
+        await pilot.pause(0.05)
+
+
 async def test_live_mode_picks_up_appended_events(tmp_path, open_app):
     (src,) = ENGINE.glob("*.jsonl")
     lines = src.read_text().splitlines(keepends=True)
@@ -112,13 +121,13 @@ async def test_live_mode_picks_up_appended_events(tmp_path, open_app):
         await pilot.press("end")
         with path.open("a") as f:
             f.write("".join(lines[12:40]))
-        await pilot.pause(0.3)
-        assert app.timeline.size == 40 and app.timeline.cursor == 39  # at the end: it follows the end
+        await until(pilot, lambda: app.timeline.size == 40)
+        assert app.timeline.cursor == 39  # at the end: it follows the end
         await pilot.press("home", *["right"] * 10)
         with path.open("a") as f:
             f.write("".join(lines[40:]) + '{"v":1,"seq":89')  # and a half-written line
-        await pilot.pause(0.3)
-        assert app.timeline.size == len(lines) and app.timeline.cursor == 10  # elsewhere: it stays
+        await until(pilot, lambda: app.timeline.size == len(lines))
+        assert app.timeline.cursor == 10  # elsewhere: it stays
         assert app.panes["requests"].rows_shown["req-a"][2] == "waiting"  # as replayed at event 10
         await pilot.press("end")
         assert app.panes["requests"].rows_shown["req-a"][2] == "finished"
@@ -132,8 +141,8 @@ async def test_live_mode_starts_on_an_empty_folder(tmp_path, open_app):
         assert app.rid is None
         for p in sorted(SERVER.glob("*.jsonl")):
             shutil.copy(p, tmp_path / p.name)
-        await pilot.pause(0.3)
-        assert app.rid == "s1" and app.timeline.size == len(load_trace(SERVER).events)
+        await until(pilot, lambda: app.timeline.size == len(load_trace(SERVER).events))
+        assert app.rid == "s1"
         assert "s1" in app.panes["requests"].rows_shown
 
 
@@ -148,8 +157,7 @@ async def test_live_mode_keeps_the_cursor_on_its_event_when_earlier_lines_arrive
         assert event.name == "sched.batch_formed"
         for name in ("tokenizer_manager-100.jsonl", "detokenizer-300.jsonl"):
             (tmp_path / name).write_text(files[name])
-        await pilot.pause(0.3)
-        assert app.timeline.size == len(load_trace(SERVER).events)
+        await until(pilot, lambda: app.timeline.size == len(load_trace(SERVER).events))
         assert app.trace.events[app.timeline.cursor] is event  # same event, now further down the timeline
         assert app.timeline.cursor > 8
         assert "sched.batch_formed" in app.query_one("Scrubber").text.plain
