@@ -60,6 +60,9 @@ class ServerArgs:
     disaggregation_mode: str = "null"
     disaggregation_bootstrap_port: int = 8998  # prefill: where its bootstrap server listens
     disaggregation_transfer_backend: str = "zmq"
+    # seconds a PD request may wait for its peer: its decode half's registration, the KV's ack or arrival
+    disaggregation_bootstrap_timeout: float = 300.0
+    disaggregation_transfer_timeout: float = 300.0
 
     @property
     def tp_size_per_node(self) -> int:

@@ -1,7 +1,8 @@
 """Invariants of prefill/decode disaggregation's events (--disaggregation-mode; tracer/servers.py merges a
 pair).
 
-One server's trace: a prefill request whose KV was sent finishes only after the decode half acknowledged it;
+One server's trace: a prefill request whose KV was sent finishes only after the decode half acknowledged it
+(or, its peer silent, after it timed out: disagg.timeout);
 a decode request's KV arrives only into slots it preallocated and registered. A merged trace, in addition:
 every room's KV sent is the KV received (same rows, bytes and first token), sent before it arrived.
 """
@@ -30,7 +31,7 @@ def check_disagg(trace: Trace) -> list[str]:
             if room not in registered:
                 out.append(f"disagg: room {room}: KV received ({ev.where}) before this server registered for "
                            "it")
-        elif ev.name == S.DISAGG_TRANSFER_DONE:
+        elif ev.name in (S.DISAGG_TRANSFER_DONE, S.DISAGG_TIMEOUT):
             done.add(room)
         elif ev.name == S.DISAGG_BOOTSTRAP and ev.get("mode") == "decode":
             registered.add(room)

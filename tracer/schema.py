@@ -210,8 +210,8 @@ SCHED_ROUND_END = _event("sched.round_end", {
 KV_ALLOC = _event("kv.alloc", {"slots": "allocated, no owner yet"})
 KV_ASSIGNED = _event("kv.assigned", {"slots": "the rows of this rid written this round"})
 KV_FREE = _event("kv.free", {"slots": "back on the free list",
-                             "reason": "duplicate, finished, evicted, flush, retracted, rejected or "
-                                       "transferred"})
+                             "reason": "duplicate, finished, evicted, flush, retracted, rejected, "
+                                       "transferred or timeout"})
 CACHE_INSERTED = _event("cache.inserted", {"slots": "now owned by the radix tree"})
 CACHE_EVICTED = _event("cache.evicted", {"slots": "every slot one eviction freed"})
 CACHE_TREE = _event("cache.tree", {"nodes": "the whole tree: [{id, parent, key, value, lock_ref, "
@@ -234,6 +234,9 @@ DISAGG_KV_RECEIVED = _event("disagg.kv_received", {
     "first_token": "the prefill's first token"}, since=2)
 DISAGG_TRANSFER_DONE = _event("disagg.transfer_done", {"room": "the bootstrap room (the decode half acked)"},
                               since=2)
+DISAGG_TIMEOUT = _event("disagg.timeout", {
+    "queue": "bootstrap, inflight (prefill) or transfer (decode): where it waited for a peer that never "
+             "answered; it finishes as abort, status 503", "room": "the bootstrap room"}, since=2)
 
 # ---- model: the ModelRunner -----------------------------------------------------------------------
 MODEL_FORWARD = _event("model.forward", {

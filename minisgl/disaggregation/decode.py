@@ -103,6 +103,16 @@ class SchedulerDisaggregationDecodeMixin:
 
     def process_decode_queue(self) -> None:
         transfer = self.disagg_decode_transfer_queue
+        timeout = self.server_args.disaggregation_transfer_timeout
+        for req in transfer.pop_expired(timeout):  # its prefill server died, or never got the request
+            n = len(req.origin_input_ids)
+            self.cache_manager.free_slots(self.req_to_token_pool.req_to_token[req.req_pool_idx, :n].clone(),
+                                          "timeout")
+            self.req_to_token_pool.free(req.req_pool_idx)
+            req.req_pool_idx = None
+            self.disagg_time_out(req, "transfer", f"the KV of room {req.bootstrap_room} did not arrive from "
+                                 f"its prefill server within {timeout:g} s "
+                                 "(--disaggregation-transfer-timeout)")
         holders = len(self.running_batch.reqs) + len(transfer)  # each needs one more slot to decode
         for req in self.disagg_decode_prealloc_queue.pop_preallocated(holders):
             transfer.add(req)

@@ -62,3 +62,8 @@ class DisaggTraceCollector:
     def transfer_done(self, req: Req) -> None:
         """Prefill: the decode half acknowledged the KV."""
         tracer.event("disagg.transfer_done", rid=req.rid, room=req.bootstrap_room)
+
+    @hook
+    def timed_out(self, req: Req, queue: str) -> None:
+        """Its peer never answered: the queue it waited in (its KV moves are reported first)."""
+        tracer.event("disagg.timeout", rid=req.rid, queue=queue, room=req.bootstrap_room)

@@ -21,6 +21,7 @@ from minisgl.disaggregation.decode import SchedulerDisaggregationDecodeMixin
 from minisgl.disaggregation.disagg_trace import DisaggTraceCollector
 from minisgl.disaggregation.prefill import SchedulerDisaggregationPrefillMixin
 from minisgl.disaggregation.utils import DisaggregationMode
+from minisgl.scheduler.finish_reason import FINISH_ABORT
 from minisgl.server.zmq_io import RECV_POLL_MS
 
 if TYPE_CHECKING:
@@ -46,6 +47,13 @@ class SchedulerDisaggregationMixin(SchedulerDisaggregationPrefillMixin, Schedule
             self.disagg_decode_prealloc_queue.add(req)
         else:
             self.waiting_queue.append(req)
+
+    def disagg_time_out(self, req: Req, queue: str, why: str) -> None:
+        """A request whose peer never answered: it fails with 503 (its KV already given back)."""
+        self.disagg_trace.timed_out(req, queue)
+        req.finished_reason = FINISH_ABORT(why, status_code=503)
+        self.trace_collector.req_finished(req)
+        self.stream_output([req])
 
     def disagg_refusal(self, recv_req) -> str | None:
         if self.disaggregation_mode == DisaggregationMode.NULL or recv_req.bootstrap_room is not None:

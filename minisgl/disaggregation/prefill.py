@@ -79,6 +79,17 @@ class SchedulerDisaggregationPrefillMixin:
                                      self.process_batch_result_disagg_prefill, block)
 
     def process_disagg_prefill_queues(self) -> None:
+        args = self.server_args
+        for req in self.disagg_prefill_bootstrap_queue.pop_expired(args.disaggregation_bootstrap_timeout):
+            self.disagg_time_out(req, "bootstrap", f"its decode server did not register for room "
+                                 f"{req.bootstrap_room} within {args.disaggregation_bootstrap_timeout:g} s "
+                                 "(--disaggregation-bootstrap-timeout)")
+        for req in self.disagg_prefill_inflight_queue.pop_expired(args.disaggregation_transfer_timeout):
+            self.bootstrap_server.registered.pop(req.bootstrap_room, None)
+            self.cache_manager.cache_finished_req(req, free_reason="timeout")  # its KV stays in the tree
+            self.disagg_time_out(req, "inflight", f"its decode server did not acknowledge the KV of room "
+                                 f"{req.bootstrap_room} within {args.disaggregation_transfer_timeout:g} s "
+                                 "(--disaggregation-transfer-timeout)")
         for req, peer in self.disagg_prefill_bootstrap_queue.pop_bootstrapped():
             self.waiting_queue.append(req)
             self.disagg_trace.bootstrapped(req, peer, entered_waiting=True)

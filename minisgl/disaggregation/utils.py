@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import socket
+import time
 from enum import Enum
 
 
@@ -20,7 +21,15 @@ class RequestQueue:
         return len(self.queue)
 
     def add(self, req) -> None:
+        req.disagg_wait_start = time.monotonic()
         self.queue.append(req)
+
+    def pop_expired(self, timeout: float) -> list:
+        """The requests that have waited here longer than `timeout` seconds for their peer, taken out."""
+        now = time.monotonic()
+        expired = [r for r in self.queue if now - r.disagg_wait_start > timeout]
+        self.queue = [r for r in self.queue if r not in expired]
+        return expired
 
     def remove(self, req) -> bool:
         """An abort: a request that holds no KV yet is simply taken out (True if it was here)."""
@@ -54,6 +63,14 @@ def add_disaggregation_cli_args(parser: argparse.ArgumentParser, d) -> None:
                    help="prefill: the port of its bootstrap server, where decode servers register for a "
                         f"request's room (default {DEFAULT_BOOTSTRAP_PORT}, SGLang's); give the router the "
                         "same number (--prefill URL PORT)")
+    g.add_argument("--disaggregation-bootstrap-timeout", type=float,
+                   default=d.disaggregation_bootstrap_timeout, metavar="SECONDS",
+                   help="prefill: a request whose decode half has not registered by then fails with 503 "
+                        "(default %(default)g)")
+    g.add_argument("--disaggregation-transfer-timeout", type=float,
+                   default=d.disaggregation_transfer_timeout, metavar="SECONDS",
+                   help="a request whose KV is not acknowledged (prefill) or has not arrived (decode) by "
+                        "then fails with 503, its KV slots freed (default %(default)g)")
     g.add_argument("--disaggregation-transfer-backend", default=d.disaggregation_transfer_backend,
                    choices=TRANSFER_BACKENDS,
                    help="how the KV rows travel: zmq (the only one here: ZeroMQ sockets, raw bytes)")
@@ -67,6 +84,9 @@ def validate_disaggregation_args(args) -> None:
     if args.disaggregation_transfer_backend not in TRANSFER_BACKENDS:
         raise ValueError("--disaggregation-transfer-backend must be zmq, not "
                          f"{args.disaggregation_transfer_backend!r}")
+    for name in ("bootstrap", "transfer"):
+        if not getattr(args, f"disaggregation_{name}_timeout") > 0:
+            raise ValueError(f"--disaggregation-{name}-timeout must be a number of seconds above 0")
     if not 0 < args.disaggregation_bootstrap_port < 65536:
         raise ValueError(f"--disaggregation-bootstrap-port must be from 1 to 65535, not "
                          f"{args.disaggregation_bootstrap_port}")

@@ -66,6 +66,7 @@ class Req:
         # the room, the number the router gave both halves of this request so they find each other
         self.bootstrap_host, self.bootstrap_port, self.bootstrap_room = (
             bootstrap_host, bootstrap_port, bootstrap_room)
+        self.disagg_wait_start = 0.0  # when it entered its PD queue (a peer that never answers times out)
 
     # ---- admission --------------------------------------------------------------------------------
     def init_next_round_input(self, tree_cache=None) -> None:

@@ -212,7 +212,8 @@ def test_n_choices_share_one_prefill(server, client, model, http):
                and ev.rid.startswith("n-choices-")}
     created = {ev.rid: ev.get("input_len") for ev in load_trace(server.trace_dir).events
                if ev.name == "sched.req_created" and ev.rid.startswith("n-choices-")}
-    assert matched["n-choices-0"][0] == 0
+    # copy 0 computed the prompt (whatever part of it other tests left in the cache), the others reuse it all
+    assert matched["n-choices-0"][0] < created["n-choices-0"] - 1
     assert matched["n-choices-1"][0] == matched["n-choices-2"][0] == created["n-choices-0"] - 1
 
 
