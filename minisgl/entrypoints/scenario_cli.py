@@ -63,6 +63,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_one(args: argparse.Namespace) -> int:
+    from minisgl.labs.proc import exit_on_sigterm
     from minisgl.scenarios import UnknownScenario, get
     from minisgl.scenarios.driver import run
     from minisgl.scenarios.look import result_line
@@ -72,6 +73,8 @@ def run_one(args: argparse.Namespace) -> int:
 
     from minisgl.scenarios.changes import ChangeError, change, parse_pairs, parse_value
     from minisgl.scenarios.summary import summary
+
+    exit_on_sigterm()  # SIGTERM unwinds as Ctrl+C does: a server scenario's `minisgl serve` is stopped
 
     try:
         sc = get(args.name)
