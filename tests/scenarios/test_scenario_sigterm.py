@@ -14,6 +14,7 @@ import psutil
 def test_sigterm_stops_a_server_scenario_and_its_server(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "minisgl.cli", "scenario", "run", "one_request", "--trace",
                              str(tmp_path / "trace")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tree: list[psutil.Process] = []
     try:
         parent = psutil.Process(proc.pid)
         deadline = time.monotonic() + 300
@@ -26,6 +27,7 @@ def test_sigterm_stops_a_server_scenario_and_its_server(tmp_path):
         assert proc.wait(timeout=120) != 0
         _, alive = psutil.wait_procs(tree, timeout=60)
         assert alive == [], [p.cmdline() for p in alive]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    finally:  # whatever happened, nothing of it outlives the test
+        for p in [psutil.Process(proc.pid), *tree] if proc.poll() is None else tree:
+            if p.is_running():
+                p.kill()
