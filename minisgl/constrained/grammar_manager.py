@@ -9,6 +9,7 @@ one round, and a request waits exactly one round whatever the machine, so a trac
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from minisgl.scheduler.req import Req
 
 
+MAX_CACHED = 128  # compiled grammars kept for later requests (a JSON schema's can take a few MB)
+
+
 class GrammarManager:
     def __init__(self, backend: BaseGrammarBackend | None, trace_collector, server_args):
         self.backend = backend
@@ -28,7 +32,8 @@ class GrammarManager:
         # advanced the matcher; a PD pair would need the prefill server's matcher on the decode server
         self.unsupported = ("--enable-overlap-schedule" if server_args.overlap_schedule() else
                             "--disaggregation-mode" if server_args.disaggregation_mode != "null" else None)
-        self.compiled: dict[tuple[str, str], object] = {}  # the grammars compiled so far, by (kind, text)
+        # the grammars compiled lately, by (kind, text), the least recently used dropped past MAX_CACHED
+        self.compiled: OrderedDict[tuple[str, str], object] = OrderedDict()
         self.pending: dict[tuple[str, str], Future] = {}  # being compiled
         self.grammar_queue: list[Req] = []  # requests waiting for theirs
 
@@ -54,6 +59,7 @@ class GrammarManager:
         if key is None:
             return False
         if key in self.compiled:
+            self.compiled.move_to_end(key)
             req.grammar = self.backend.new_grammar(self.compiled[key])
             self.trace_collector.grammar_ready(req, key[0], cached=True)
             return False
@@ -71,6 +77,8 @@ class GrammarManager:
                 self.compiled[key] = future.result()
             except ValueError as e:  # InvalidGrammar: not kept, a later request compiles the text again
                 self.compiled[key] = e
+            except Exception as e:  # noqa: BLE001  (any other failure fails the request, not the scheduler)
+                self.compiled[key] = ValueError(f"the {key[0]} could not be compiled: {e}")
         self.pending.clear()
         queue, self.grammar_queue = self.grammar_queue, []
         for req in queue:
@@ -82,7 +90,10 @@ class GrammarManager:
             req.grammar = self.backend.new_grammar(compiled)
             enqueue(req)
             self.trace_collector.grammar_ready(req, kind, cached=False)
-        self.compiled = {k: v for k, v in self.compiled.items() if not isinstance(v, ValueError)}
+        for key in [k for k, v in self.compiled.items() if isinstance(v, ValueError)]:
+            del self.compiled[key]
+        while len(self.compiled) > MAX_CACHED:
+            self.compiled.popitem(last=False)
 
     def has_waiting_grammars(self) -> bool:
         return bool(self.grammar_queue)

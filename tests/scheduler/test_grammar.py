@@ -70,3 +70,13 @@ def test_two_grammars_and_unfit_loops_are_refused_by_name(base_engine, engine):
                 other.generate("x", {**GREEDY, "regex": "a"})
         finally:
             other.shutdown()
+
+
+def test_the_compiled_grammars_kept_are_bounded(engine, monkeypatch):
+    import minisgl.constrained.grammar_manager as grammar_manager
+
+    monkeypatch.setattr(grammar_manager, "MAX_CACHED", 2)
+    regexes = ["[0-9]{2}", "[0-9]{3}", "[0-9]{4}"]
+    for regex in regexes:
+        engine.generate("Count:", {**GREEDY, "regex": regex, "max_new_tokens": 6})
+    assert list(engine.scheduler.grammar_manager.compiled) == [("regex", r) for r in regexes[1:]]
