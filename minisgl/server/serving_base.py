@@ -72,14 +72,14 @@ class OpenAIServingBase:
 
     # ---- the skeleton -----------------------------------------------------------------------------
     async def handle_request(self, raw_request: Request) -> Response:
-        rid = None
+        rid = traced = None  # traced: the rid the trace knows (none for n > 1: each copy is traced itself)
         try:
             request = await read_request(raw_request, self.request_cls, self.tokenizer_manager)
             rid = self._new_rid(request)
-            # n > 1, or several prompts: each copy is traced as a request of its own
             n = getattr(request, "n", 1)
             requests = self._split_prompts(request)
             if n == 1 and len(requests) == 1:
+                traced = rid
                 tm_trace.request_received(rid, self.endpoint, self.request_cls.__name__, request.stream,
                                           self._sampling_params(request), router_request_id(raw_request))
             self._validate_request(request)
@@ -97,7 +97,7 @@ class OpenAIServingBase:
                 return await self._handle_streaming_request(obj, request, raw_request)
             return await self._handle_non_streaming_request(obj, request, raw_request)
         except RequestError as e:
-            tm_trace.error(rid, e.status_code, e.message)
+            tm_trace.error(traced, e.status_code, e.message)
             return self._error_response(e)
 
     def _error_response(self, e: RequestError) -> Response:

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from tests.server.conftest import wait_drained
+from tracer.check import check_trace
 from tracer.reader import load_trace
 
 CHATS = [
@@ -212,6 +213,10 @@ def test_n_choices_share_one_prefill(server, client, model, http):
                and ev.rid.startswith("n-choices-")}
     created = {ev.rid: ev.get("input_len") for ev in load_trace(server.trace_dir).events
                if ev.name == "sched.req_created" and ev.rid.startswith("n-choices-")}
+    with pytest.raises(openai.NotFoundError):  # refused before any copy was made: nothing of it is traced
+        client.completions.create(model="no-such-model", prompt=prompt, max_tokens=2, n=2)
+    wait_drained(http)
+    assert [p for p in check_trace(load_trace(server.trace_dir)) if "n-choices" in p or "never" in p] == []
     # copy 0 computed the prompt (whatever part of it other tests left in the cache), the others reuse it all
     assert matched["n-choices-0"][0] < created["n-choices-0"] - 1
     assert matched["n-choices-1"][0] == matched["n-choices-2"][0] == created["n-choices-0"] - 1
