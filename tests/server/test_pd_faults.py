@@ -7,6 +7,7 @@ bound), its KV slots come back, the server keeps serving, and its trace passes `
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -19,7 +20,7 @@ from tracer.check import check_trace
 from tracer.reader import load_trace
 
 FLAGS = ["--dtype", "float32", "--max-total-tokens", "1024", "--context-length", "512", "--log-level",
-         "warning", "--disaggregation-bootstrap-timeout", "2", "--disaggregation-transfer-timeout", "2"]
+         "warning", "--disaggregation-bootstrap-timeout", "5", "--disaggregation-transfer-timeout", "5"]
 PARAMS = {"max_new_tokens": 4, "temperature": 0}
 
 
@@ -55,7 +56,7 @@ def _refused(resp: httpx.Response, words: str) -> None:
 
 
 def test_a_decode_half_that_never_registers(prefill):
-    _refused(_generate(prefill.url, 101, prefill.bootstrap_port), "did not register for room 101 within 2 s")
+    _refused(_generate(prefill.url, 101, prefill.bootstrap_port), "did not register for room 101 within 5 s")
     with httpx.Client(base_url=prefill.url) as http:
         wait_drained(http)
 
@@ -85,7 +86,7 @@ def test_a_prefill_half_whose_kv_never_arrives(decode):
     silent = context.socket(zmq.PULL)  # the "prefill server's" bootstrap port: it hears the registration
     port = silent.bind_to_random_port("tcp://127.0.0.1")
     try:
-        _refused(_generate(decode.url, 303, port), "did not arrive from its prefill server within 2 s")
+        _refused(_generate(decode.url, 303, port), "did not arrive from its prefill server within 5 s")
         registration = json.loads(silent.recv(zmq.NOBLOCK))
         assert registration["type"] == "register" and registration["room"] == 303
         with httpx.Client(base_url=decode.url) as http:
@@ -102,3 +103,24 @@ def test_the_traces_show_the_timeouts_and_pass_the_checks(prefill, decode):
         timeouts = [ev for ev in trace.events if ev.name == "disagg.timeout"]
         assert {ev.get("queue") for ev in timeouts} >= queues
         assert check_trace(trace) == []
+
+
+def test_an_abort_in_the_bootstrap_queue_frees_it_at_once(prefill):
+    """/abort_request for a request still waiting for its decode half: it leaves at once (it holds no KV),
+    long before the bootstrap timeout would end it (the abort is sent as soon as the request is queued)."""
+    import threading
+
+    answers: dict[str, httpx.Response] = {}
+    waiting = threading.Thread(target=lambda: answers.setdefault("r", _generate(prefill.url, 404,
+                                                                                prefill.bootstrap_port)))
+    waiting.start()
+    with httpx.Client(base_url=prefill.url) as http:
+        deadline = time.monotonic() + 60
+        while http.get("/health").json()["load"]["num_running_reqs"] == 0:  # it reached the scheduler
+            assert time.monotonic() < deadline, "the request never reached the scheduler"
+            time.sleep(0.05)
+        assert http.post("/abort_request", json={"rid": "pd-404"}).json()["found"]
+        waiting.join(60)
+        assert answers["r"].status_code == 200, answers["r"].text
+        assert answers["r"].json()["meta_info"]["finish_reason"]["type"] == "abort"
+        wait_drained(http)
