@@ -6,9 +6,15 @@ endpoints (SGLang's entrypoints/anthropic/serving.py translates to its chat comp
     finish: stop token / stop string /   -> stop_reason end_turn / stop_sequence (with the string) /
             length                          max_tokens
 
+Tool use rides on the chat endpoint's tools (serving_chat.py, chat_tools.py): `tools` become function
+tools, `tool_choice` auto / any / tool / none becomes auto / required / named / none, `tool_use` blocks an
+assistant turn's tool_calls and `tool_result` blocks `tool` turns; the calls found in the answer come back
+as `tool_use` blocks (stop_reason tool_use).
+
 A stream is Anthropic's named events: message_start, content_block_start, ping, a content_block_delta per
-piece of text, content_block_stop, message_delta (stop_reason, usage), message_stop. Errors keep Anthropic's
-shape: {"type": "error", "error": {"type", "message"}}, in the body or as an `error` event mid-stream.
+piece of text (input_json_delta pieces for a tool_use block), content_block_stop, message_delta
+(stop_reason, usage), message_stop. Errors keep Anthropic's shape: {"type": "error", "error": {"type",
+"message"}}, in the body or as an `error` event mid-stream.
 """
 
 from __future__ import annotations
@@ -19,16 +25,21 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from minisgl.server import tm_trace
-from minisgl.server.errors import RequestError
+from minisgl.server.errors import RequestError, format_validation_error
 from minisgl.server.protocol import GenerateReqInput, new_id
 from minisgl.server.protocol_anthropic import (
     AnthropicMessagesRequest,
     AnthropicMessagesResponse,
+    AnthropicToolResultBlock,
+    AnthropicToolUseBlock,
     AnthropicUsage,
 )
+from minisgl.server.protocol_chat import ChatCompletionRequest
 from minisgl.server.serving_base import OpenAIServingBase
+from minisgl.server.serving_chat import OpenAIServingChat
 
 # Anthropic's error types by HTTP status (others: api_error)
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -57,6 +68,55 @@ def usage_of(meta: dict[str, Any], output_tokens: int | None = None) -> Anthropi
                           cache_read_input_tokens=meta["cached_tokens"])
 
 
+TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}  # and "tool": the named function
+
+
+def to_chat_request(request: AnthropicMessagesRequest) -> ChatCompletionRequest:
+    """The chat request SGLang's AnthropicServing makes of a Messages request: the system prompt a system
+    turn, tool_result blocks `tool` turns, tool_use blocks an assistant turn's tool_calls."""
+    messages: list[dict[str, Any]] = []
+    if request.system_text() is not None:
+        messages.append({"role": "system", "content": request.system_text()})
+    for m in request.messages:
+        for result in m.blocks(AnthropicToolResultBlock):
+            messages.append({"role": "tool", "tool_call_id": result.tool_use_id, "content": result.text()})
+        calls = [{"id": b.id, "type": "function",
+                  "function": {"name": b.name, "arguments": json.dumps(b.input, ensure_ascii=False)}}
+                 for b in m.blocks(AnthropicToolUseBlock)]
+        text = m.text()
+        if text or calls or not m.blocks(AnthropicToolResultBlock):
+            messages.append({"role": m.role, "content": text if text or not calls else None,
+                             **({"tool_calls": calls} if calls else {})})
+    body: dict[str, Any] = {"messages": messages, "max_tokens": request.max_tokens,
+                            "stream": request.stream, "temperature": request.temperature,
+                            "top_p": request.top_p, "top_k": request.top_k, "stop": request.stop_sequences}
+    if request.tools:
+        body["tools"] = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                           "parameters": t.input_schema}}
+                         for t in request.tools]
+    choice = request.tool_choice
+    if choice is not None:
+        body["tool_choice"] = (TOOL_CHOICE.get(choice.type) if choice.type != "tool"
+                               else {"type": "function", "function": {"name": choice.name or ""}})
+        if choice.disable_parallel_tool_use:
+            body["parallel_tool_calls"] = False
+    try:
+        return ChatCompletionRequest.model_validate({k: v for k, v in body.items() if v is not None})
+    except ValidationError as e:
+        raise RequestError(format_validation_error(e).error.message) from None
+
+
+def tool_use(call: dict[str, Any]) -> dict[str, Any]:
+    """A chat tool call as Anthropic's tool_use block."""
+    function = call["function"]
+    try:
+        arguments = json.loads(function["arguments"])
+    except ValueError:
+        arguments = {}
+    return {"type": "tool_use", "id": call["id"].replace("call_", "toolu_", 1), "name": function["name"],
+            "input": arguments}
+
+
 def sse_event(payload: dict[str, Any]) -> str:
     return f"event: {payload['type']}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
@@ -70,12 +130,13 @@ class AnthropicServing(OpenAIServingBase):
                   "stop": request.stop_sequences}
         return {"max_new_tokens": request.max_tokens, **{k: v for k, v in params.items() if v is not None}}
 
+    def __init__(self, tokenizer_manager, served_model_name: str):
+        super().__init__(tokenizer_manager, served_model_name)
+        self.chat = OpenAIServingChat(tokenizer_manager, served_model_name)
+
     def _convert_to_internal_request(self, request: AnthropicMessagesRequest, rid: str) -> GenerateReqInput:
-        system = request.system_text()
-        messages = ([{"role": "system", "content": system}] if system is not None else []) + [
-            {"role": m.role, "content": m.text()} for m in request.messages]
-        return GenerateReqInput(rid=rid, messages=messages, sampling_params=self._sampling_params(request),
-                                stream=request.stream)
+        request._chat = to_chat_request(request)
+        return self.chat._convert_to_internal_request(request._chat, rid)
 
     def _error_response(self, e: RequestError) -> JSONResponse:
         return JSONResponse(anthropic_error(e.status_code, e.message), status_code=e.status_code)
@@ -83,22 +144,54 @@ class AnthropicServing(OpenAIServingBase):
     def _build_response(self, out: dict[str, Any], request: AnthropicMessagesRequest) -> dict[str, Any]:
         meta = out["meta_info"]
         stop_reason, stop_sequence = stop_reason_of(meta)
+        _, text, calls = self.chat._splitter(request._chat).split_whole(out["text"])
+        content = [{"type": "text", "text": text}] if text or not calls else []
+        content += [tool_use(c) for c in calls]
+        if calls and stop_reason == "end_turn":
+            stop_reason = "tool_use"
         response = AnthropicMessagesResponse(id=f"msg_{meta['id']}", model=self.served_model_name,
-                                             content=[{"type": "text", "text": out["text"]}],
-                                             stop_reason=stop_reason, stop_sequence=stop_sequence,
-                                             usage=usage_of(meta))
+                                             content=content, stop_reason=stop_reason,
+                                             stop_sequence=stop_sequence, usage=usage_of(meta))
         return response.model_dump(mode="json")
 
     async def _generate_stream(self, first: dict[str, Any], generator: AsyncIterator[dict[str, Any]],
                                request: AnthropicMessagesRequest, rid: str) -> AsyncIterator[str]:
         index, out = 0, first
+        splitter = self.chat._splitter(request._chat)
+        block, block_kind = 0, "text"  # the content block open now
+        pending = ""  # generated text no event has carried yet: the trace counts it on the next one
 
-        def event(payload: dict[str, Any], delta: str = "") -> str:
-            nonlocal index
+        def event(payload: dict[str, Any]) -> str:
+            nonlocal index, pending
             data = sse_event(payload)
-            tm_trace.sse_chunk(rid, index, delta, data)
-            index += 1
+            tm_trace.sse_chunk(rid, index, pending, data)
+            index, pending = index + 1, ""
             return data
+
+        def pieces(text: str, calls: list[dict[str, Any]]) -> list[str]:
+            """The events of a piece of the answer: text deltas, and tool_use blocks opened and filled."""
+            nonlocal block, block_kind
+            events = []
+            if text:
+                if block_kind != "text":
+                    events.append(event({"type": "content_block_stop", "index": block}))
+                    block, block_kind = block + 1, "text"
+                    events.append(event({"type": "content_block_start", "index": block,
+                                         "content_block": {"type": "text", "text": ""}}))
+                events.append(event({"type": "content_block_delta", "index": block,
+                                     "delta": {"type": "text_delta", "text": text}}))
+            for call in calls:
+                arguments = call["function"]["arguments"]
+                if "id" in call:  # a call's first piece: a tool_use block of its own
+                    events.append(event({"type": "content_block_stop", "index": block}))
+                    block, block_kind = block + 1, "tool_use"
+                    start = tool_use({**call, "function": {**call["function"], "arguments": "{}"}})
+                    events.append(event({"type": "content_block_start", "index": block,
+                                         "content_block": start}))
+                if arguments:
+                    events.append(event({"type": "content_block_delta", "index": block,
+                                         "delta": {"type": "input_json_delta", "partial_json": arguments}}))
+            return events
 
         meta = first["meta_info"]
         message = AnthropicMessagesResponse(id=f"msg_{meta.get('id') or new_id()}",
@@ -110,15 +203,19 @@ class AnthropicServing(OpenAIServingBase):
         yield event({"type": "ping"})
         try:
             while True:
-                if out["delta"]:
-                    yield event({"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": out["delta"]}}, out["delta"])
                 meta = out["meta_info"]
-                if meta["finish_reason"] is not None:
+                finished = meta["finish_reason"] is not None
+                pending += out["delta"]
+                _, text, calls = splitter.split_piece(out["delta"], finished)
+                for data in pieces(text, calls):
+                    yield data
+                if finished:
                     break
                 out = await generator.__anext__()
             stop_reason, stop_sequence = stop_reason_of(meta)
-            yield event({"type": "content_block_stop", "index": 0})
+            if splitter.made_calls and stop_reason == "end_turn":
+                stop_reason = "tool_use"
+            yield event({"type": "content_block_stop", "index": block})
             yield event({"type": "message_delta",
                          "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
                          "usage": {"output_tokens": meta["completion_tokens"]}})

@@ -61,7 +61,7 @@ def test_a_stream_is_anthropics_named_events(claude, model):
 
 @pytest.mark.parametrize(("body", "words"), [
     ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, "'image' block"),
-    ({"messages": TURNS, "tools": [{"name": "f", "input_schema": {"type": "object"}}]}, "tools"),
+    ({"messages": TURNS, "thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking"),
     ({"messages": TURNS, "extra_body": {"temperature": 1.5}}, "temperature"),
     ({"messages": []}, "messages"),
 ])
@@ -73,3 +73,36 @@ def test_bad_requests_get_anthropics_error_shape(claude, http, model, body, word
     assert refused.value.body["error"]["type"] == "invalid_request_error"
     assert words in refused.value.body["error"]["message"]
     wait_drained(http)
+
+
+WEATHER = {"name": "get_weather", "description": "The weather in a city",
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+                            "required": ["city"]}}
+
+
+def test_tool_use_forced_by_any_whole_and_streamed(claude, model):
+    """tool_choice any (the chat endpoint's "required", forced by a grammar): a tool_use block with the
+    tool's name and an input matching its schema, stop_reason tool_use; streamed as a tool_use block filled
+    by input_json_delta pieces; and a history with tool_use and tool_result blocks is taken."""
+    kwargs = {"model": model, "max_tokens": 80, "messages": [{"role": "user", "content": "Weather in Paris?"}],
+              "tools": [WEATHER], "tool_choice": {"type": "any"}, "extra_body": GREEDY}
+    message = claude.messages.create(**kwargs)
+    assert message.stop_reason == "tool_use"
+    use = [b for b in message.content if b.type == "tool_use"]
+    assert len(use) == 1 and use[0].name == "get_weather" and isinstance(use[0].input["city"], str)
+    assert use[0].id.startswith("toolu_")
+    with claude.messages.stream(**kwargs) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    starts = [e.content_block for e in events if e.type == "content_block_start"]
+    assert [b.type for b in starts][-1] == "tool_use" and starts[-1].name == "get_weather"
+    assert [b.input for b in final.content if b.type == "tool_use"] == [use[0].input]
+    assert final.stop_reason == "tool_use"
+    history = [{"role": "user", "content": "Weather in Paris?"},
+               {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                                  "input": {"city": "Paris"}}]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                             "content": "Sunny, 24 degrees."}]}]
+    answer = claude.messages.create(model=model, max_tokens=8, messages=history, tools=[WEATHER],
+                                    extra_body=GREEDY)
+    assert answer.content[0].type == "text" and answer.content[0].text
