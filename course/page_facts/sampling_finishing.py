@@ -3,6 +3,7 @@ a clamped max_new_tokens), and request progress (output_len) against cache progr
 
 from __future__ import annotations
 
+from minisgl.reasoning_parser import ReasoningParser
 from tracer.fmt import ranges
 
 SCENARIOS = ("shared_prefix", "stream_detok", "context_limit", "structured_output", "tool_call")
@@ -156,7 +157,13 @@ def _tool_facts(tc) -> dict:
     text = "".join(t for _, t in kept[:-1]) if fin.get("finish_reason").get("type") == "stop" else ""
     calls = json.loads(text)  # raises if the forced answer is not a whole array: the page would be wrong
     masks = [ev.get("allowed")[0] for ev in tc.events if ev.name == "sched.grammar_masked"]
+    thought = _texts(tc, "THINK")
+    think_text = "".join(t for _, t in thought[:-1])  # its last token is the end of sequence
+    reasoning, content = ReasoningParser("qwen3").parse_non_stream(think_text)
     return {
+        "r_text": json.dumps(think_text),
+        "r_reasoning": _quote(reasoning),
+        "r_content": _quote(content),
         "t_names": ", ".join(f"`{n}`" for n in names),
         "t_min_items": schema["minItems"],
         "t_text": json.dumps(text),

@@ -47,6 +47,8 @@ def result_line(rid: str, result: dict[str, Any]) -> str:
         calls = ", ".join(f"{c['function']['name']}({c['function']['arguments']})"
                           for c in result["tool_calls"])
         return f"{rid}: finish_reason {result['finish_reason']}, tool_calls {calls}"
+    if "reasoning_content" in result:  # a chat answer whose <think> block the reasoning parser took out
+        return f"{rid}: reasoning_content {result['reasoning_content']!r}, content {result['content']!r}"
     if "left" in result:  # a client that went away without an answer
         return f"{rid}: the client left: {result['left']}"
     meta = result.get("meta_info") or result  # /generate's answer carries it in meta_info

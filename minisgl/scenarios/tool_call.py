@@ -1,7 +1,9 @@
-"""A tool call forced by a grammar, through the real server: a chat request with tools and tool_choice
-"required". The serving layer turns the tools into a JSON schema (an array of calls, each naming a tool and
-matching its parameters), the scheduler masks the request's rows with it, and the answer's text, a JSON
-array, becomes the response's tool_calls."""
+"""A tool call forced by a grammar, and reasoning split out, through the real server (--reasoning-parser
+qwen3). TOOL: a chat request with tools and tool_choice "required"; the serving layer turns the tools into a
+JSON schema (an array of calls, each naming a tool and matching its parameters), the scheduler masks the
+request's rows with it, and the answer's text, a JSON array, becomes the response's tool_calls. THINK: an
+answer whose `<think>` block (forced by a regular expression: the bundled model was not trained to think)
+the reasoning parser returns as reasoning_content, apart from the content."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
                    "required": ["city"]}}}
+
+
+THINKING = r"<think>\n[a-z ]{1,24}\n</think>\n\n(Yes|No)\."
 
 
 def drive(url: str) -> dict:
@@ -25,8 +30,15 @@ def drive(url: str) -> dict:
     if out.status_code != 200:
         raise RuntimeError(f"POST /v1/chat/completions answered {out.status_code}: {out.text[:500]}")
     wait_idle(url)
-    choice = out.json()["choices"][0]
-    return {"TOOL": {"tool_calls": choice["message"]["tool_calls"], "finish_reason": choice["finish_reason"]}}
+    think = {"rid": "THINK", "messages": [{"role": "user", "content": "Is the sea salty?"}], "temperature": 0,
+             "max_tokens": 40, "regex": THINKING}
+    thought = httpx.post(f"{url}/v1/chat/completions", json=think, timeout=300)
+    if thought.status_code != 200:
+        raise RuntimeError(f"POST /v1/chat/completions answered {thought.status_code}: {thought.text[:500]}")
+    wait_idle(url)
+    choice, message = out.json()["choices"][0], thought.json()["choices"][0]["message"]
+    return {"TOOL": {"tool_calls": choice["message"]["tool_calls"], "finish_reason": choice["finish_reason"]},
+            "THINK": {"reasoning_content": message["reasoning_content"], "content": message["content"]}}
 
 
 def look_at(trace) -> Look:
@@ -40,11 +52,12 @@ def look_at(trace) -> Look:
 
 SCENARIO = Scenario(
     name="tool_call",
-    title="A tool call forced by its grammar",
+    title="A tool call forced by its grammar, and reasoning split out",
     teaches="tool_choice required: the tools become a JSON schema, the rows are masked with it, the JSON "
     "array the model writes becomes tool_calls",
     lesson="sampling-finishing",
     flags={"max_total_tokens": 256},
     server=drive,
+    server_flags=("--reasoning-parser", "qwen3"),
     look_at=look_at,
 )
