@@ -97,9 +97,9 @@ async def handle(serving, objs: list[GenerateReqInput], requests: list[Any], raw
         for o in objs:
             tm_trace.error(o.rid, e.status_code, e.message)
         raise
-    response = serving._build_response(finals[0], request)
-    response["choices"] = [{**serving._build_response(finals[i], per_copy[i])["choices"][0], "index": i}
-                           for i in range(len(objs))]
+    built = [serving._build_response(finals[i], per_copy[i]) for i in range(len(objs))]
+    response = built[0]  # the first copy's answer, with every copy's choice
+    response["choices"] = [{**answer["choices"][0], "index": i} for i, answer in enumerate(built)]
     response["usage"] = _usage([finals[i]["meta_info"] for i in range(len(objs))], n).model_dump(mode="json")
     for i, o in enumerate(objs):
         tm_trace.response_finished(o.rid, finals[i]["meta_info"], 200)

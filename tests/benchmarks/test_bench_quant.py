@@ -4,6 +4,7 @@ a part of those steps, and no hook is left behind."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import sys
 from pathlib import Path
@@ -25,8 +26,8 @@ def test_transformers_products_are_a_part_of_its_decode_steps(hf_model_fp32, cha
     monkeypatch.setenv("TQDM_DISABLE", os.environ.get("TQDM_DISABLE", "1"))
     prompts = [chat_prompt_ids[0][:8], chat_prompt_ids[1][:8]]
     step, products = _bench().hf_products(hf_model_fp32, prompts, rounds=3, pad_id=2)
-    # both are differences of two clocked runs: the test checks they were measured, never how they compare
-    # (that is the benchmark's to print; on a loaded machine the difference of two runs is noise)
-    assert step > 0 and products > 0
+    # both are differences of two clocked runs: the test checks they were measured, never their sign or how
+    # they compare (that is the benchmark's to print; on a loaded machine the difference of two runs is noise)
+    assert isinstance(step, float) and isinstance(products, float) and math.isfinite(products)
     linears = [m for m in hf_model_fp32.modules() if isinstance(m, torch.nn.Linear)]
     assert linears and not any(m._forward_hooks or m._forward_pre_hooks for m in linears)
