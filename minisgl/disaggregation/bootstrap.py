@@ -22,13 +22,14 @@ class BootstrapServer:
     def __init__(self, context: zmq.Context, port: int):
         self.socket = context.socket(zmq.PULL)
         self.socket.setsockopt(zmq.LINGER, 0)
-        try:
-            self.socket.bind(f"tcp://*:{port}")
+        try:  # port 0: a free one, chosen by the bind itself (no other process can take it in between)
+            self.port = self.socket.bind_to_random_port("tcp://*") if port == 0 else port
+            if port != 0:
+                self.socket.bind(f"tcp://*:{port}")
         except zmq.ZMQError as e:
             self.socket.close()
             raise RuntimeError(f"the bootstrap server cannot listen on port {port} ({e}): give another "
                                "--disaggregation-bootstrap-port") from None
-        self.port = port
         self.registered: dict[int, dict] = {}  # room -> its decode half's {endpoint, num_slots}
         self.acked: set[int] = set()  # rooms whose decode half has the KV
 

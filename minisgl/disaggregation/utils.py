@@ -61,8 +61,8 @@ def add_disaggregation_cli_args(parser: argparse.ArgumentParser, d) -> None:
                         "--pd-disaggregation` (`minisgl router --pd-disaggregation` starts a pair)")
     g.add_argument("--disaggregation-bootstrap-port", type=int, default=d.disaggregation_bootstrap_port,
                    help="prefill: the port of its bootstrap server, where decode servers register for a "
-                        f"request's room (default {DEFAULT_BOOTSTRAP_PORT}, SGLang's); give the router the "
-                        "same number (--prefill URL PORT)")
+                        f"request's room (default {DEFAULT_BOOTSTRAP_PORT}, SGLang's; 0 picks a free one, "
+                        "which the ready line names); give the router the same number (--prefill URL PORT)")
     g.add_argument("--disaggregation-bootstrap-timeout", type=float,
                    default=d.disaggregation_bootstrap_timeout, metavar="SECONDS",
                    help="prefill: a request whose decode half has not registered by then fails with 503 "
@@ -87,8 +87,8 @@ def validate_disaggregation_args(args) -> None:
     for name in ("bootstrap", "transfer"):
         if not getattr(args, f"disaggregation_{name}_timeout") > 0:
             raise ValueError(f"--disaggregation-{name}-timeout must be a number of seconds above 0")
-    if not 0 < args.disaggregation_bootstrap_port < 65536:
-        raise ValueError(f"--disaggregation-bootstrap-port must be from 1 to 65535, not "
+    if not 0 <= args.disaggregation_bootstrap_port < 65536:
+        raise ValueError(f"--disaggregation-bootstrap-port must be from 0 (a free one) to 65535, not "
                          f"{args.disaggregation_bootstrap_port}")
     if mode == "null":
         return

@@ -5,9 +5,9 @@
     wait for the router's /health      then print one "ready" line and watch the children
     on SIGINT/SIGTERM or a death       SIGTERM to the router and every worker, wait, SIGKILL what is left
 
-With pd_disaggregation: worker 0 is `--disaggregation-mode prefill` (its bootstrap server on a free port),
-worker 1 `--disaggregation-mode decode`, and the router runs `--pd-disaggregation --prefill URL PORT --decode
-URL`.
+With pd_disaggregation: worker 0 is `--disaggregation-mode prefill` (its bootstrap server on a free port it
+binds itself and names on its ready line), worker 1 `--disaggregation-mode decode`, and the router runs
+`--pd-disaggregation --prefill URL PORT --decode URL`.
 
 Every child runs in its own session (a Ctrl-C in the terminal reaches the launcher alone, which then sends one
 SIGTERM to each child) and gets SIGTERM from the kernel if the launcher itself is killed (PR_SET_PDEATHSIG),
@@ -28,6 +28,7 @@ import urllib.request
 from pathlib import Path
 
 READY_RE = re.compile(r"minisgl serve: ready at (http://\S+?) ")
+BOOTSTRAP_RE = re.compile(r"; bootstrap port (\d+)")  # on a PD prefill server's ready line
 ROUTER_VENV_PYTHON = Path(".venv-router") / "bin" / "python"
 STOP_TIMEOUT_S = 40.0  # a worker's graceful shutdown (30 s by default) plus its children's exit
 ROUTER_GRACE_S = 5  # the router's own default grace period is 180 s
@@ -88,8 +89,8 @@ class RouterLauncher:
         self.host, self.port, self.router_log_level = host, port, router_log_level
         self.router_args, self.startup_timeout = router_args, startup_timeout
         self.pd_disaggregation = pd_disaggregation
-        # the prefill server's bootstrap server
-        self.bootstrap_port = free_port() if pd_disaggregation else None
+        # the prefill server's bootstrap server: it binds a free port itself and names it on its ready line
+        self.bootstrap_port: int | None = None
         self.workers: list[subprocess.Popen] = []
         self.router: subprocess.Popen | None = None
         self.ready_urls: dict[int, str] = {}
@@ -133,7 +134,7 @@ class RouterLauncher:
             if self.pd_disaggregation:
                 name = ("prefill", "decode")[i]
                 argv += ["--disaggregation-mode", name]
-                argv += ["--disaggregation-bootstrap-port", str(self.bootstrap_port)] if i == 0 else []
+                argv += ["--disaggregation-bootstrap-port", "0"] if i == 0 else []
             if self.trace_dir is not None:
                 argv += ["--trace", str(Path(self.trace_dir) / name)]
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -147,6 +148,9 @@ class RouterLauncher:
         for line in proc.stdout:
             match = READY_RE.search(line)
             if match:
+                bootstrap = BOOTSTRAP_RE.search(line)
+                if bootstrap:
+                    self.bootstrap_port = int(bootstrap.group(1))
                 self.ready_urls[i] = match.group(1)
             sys.stdout.write(f"[worker {i}] {line}")
             sys.stdout.flush()

@@ -43,7 +43,9 @@ def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, po
         sys.exit(2)
     runner = scheduler.model_runner
     # what the tokenizer manager needs to refuse a request before it is sent (SGLang's get_init_info)
+    bootstrap = getattr(scheduler, "bootstrap_server", None)  # a prefill server's: the port it listens on
     pipe_writer.send({"status": "ready", "max_req_len": scheduler.max_req_len,
+                      "bootstrap_port": bootstrap.port if bootstrap is not None else None,
                       "max_total_num_tokens": runner.max_total_num_tokens, "context_len": runner.context_len,
                       "vocab_size": runner.model_config.vocab_size})
     try:

@@ -5,6 +5,7 @@ ready, serve the app (http_server.py) with uvicorn, watch the children, and clea
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import sys
@@ -88,6 +89,9 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
         tokenizer = load_tokenizer(source)  # while the children load the model
         processes.wait_ready(stop.is_set)
         info = processes.scheduler_info()
+        if info.get("bootstrap_port") is not None:  # --disaggregation-bootstrap-port 0: the one it took
+            server_args = dataclasses.replace(server_args,
+                                              disaggregation_bootstrap_port=info["bootstrap_port"])
         limits = EngineLimits(info["max_req_len"], info["max_total_num_tokens"], info["context_len"],
                               info["vocab_size"])
         worker_info = build_worker_info(server_args, http_args, source, model_config, info, served_model_name,
@@ -136,12 +140,15 @@ async def _serve(server_args: ServerArgs, http_args: HttpServerArgs, port_args: 
                             access_log=http_args.log_level == "debug", timeout_graceful_shutdown=3)
     server = ShutdownServer(config)
     outcome = {"exit_code": 0}
+    bootstrap = (f"; bootstrap port {server_args.disaggregation_bootstrap_port}"
+                 if server_args.disaggregation_mode == "prefill" else "")  # a PD prefill's, on the ready line
     tasks = [
         asyncio.create_task(tokenizer_manager.handle_loop(), name="handle_loop"),
         asyncio.create_task(_watchdog(processes, tokenizer_manager, server, outcome), name="watchdog"),
         asyncio.create_task(graceful_shutdown(server, tokenizer_manager, http_args.graceful_shutdown_timeout,
                                               lambda: stop.signum), name="graceful_shutdown"),
-        asyncio.create_task(_announce_when_ready(server, http_args.host, served_model_name, processes),
+        asyncio.create_task(_announce_when_ready(server, http_args.host, served_model_name + bootstrap,
+                                                 processes),
                             name="announce"),
     ]
     tasks[0].add_done_callback(lambda task: _loop_ended(task, tokenizer_manager, server, outcome))

@@ -7,6 +7,7 @@ bound), its KV slots come back, the server keeps serving, and its trace passes `
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import httpx
@@ -14,7 +15,6 @@ import pytest
 import zmq
 
 from minisgl.disaggregation.bootstrap import BootstrapClient
-from minisgl.entrypoints.router_launcher import free_port
 from tests.server.conftest import ServeProcess, wait_drained
 from tracer.check import check_trace
 from tracer.reader import load_trace
@@ -26,11 +26,11 @@ PARAMS = {"max_new_tokens": 4, "temperature": 0}
 
 @pytest.fixture(scope="module")
 def prefill(tmp_path_factory):
-    port = free_port()
     trace = tmp_path_factory.mktemp("prefill-trace")
-    srv = ServeProcess([*FLAGS, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port",
-                        str(port), "--trace", str(trace)]).wait_ready()
-    srv.bootstrap_port, srv.trace = port, trace
+    srv = ServeProcess([*FLAGS, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", "0",
+                        "--trace", str(trace)]).wait_ready()
+    # port 0: the bootstrap server binds a free port itself, and the ready line names it
+    srv.bootstrap_port, srv.trace = int(re.search(r"; bootstrap port (\d+)", srv.output()).group(1)), trace
     yield srv
     assert srv.stop() == 0
 
@@ -68,7 +68,8 @@ def test_a_decode_half_that_never_acknowledges(prefill):
     client = BootstrapClient(context)
     try:
         client.register("127.0.0.1", prefill.bootstrap_port, 202, f"tcp://127.0.0.1:{port}", num_slots=6)
-        _refused(_generate(prefill.url, 202, prefill.bootstrap_port), "did not acknowledge the KV of room 202")
+        answer = _generate(prefill.url, 202, prefill.bootstrap_port)
+        _refused(answer, "did not acknowledge the KV of room 202")
         assert silent.poll(10_000), "the prefill server sent the KV before it gave up on the ack"
         with httpx.Client(base_url=prefill.url) as http:
             wait_drained(http)
