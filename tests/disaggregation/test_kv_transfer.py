@@ -87,7 +87,8 @@ def test_kv_rows_travel_into_other_slots_bit_for_bit(context, dtype):
     ({"disaggregation_mode": "prefill", "tp_size": 3}, "needs --tp-size 1"),
     ({"disaggregation_mode": "decode", "dp_size": 2}, "needs --dp-size 1"),
     ({"disaggregation_mode": "prefill", "enable_mixed_chunk": True}, "--enable-mixed-chunk cannot"),
-    ({"disaggregation_bootstrap_port": 0}, "--disaggregation-bootstrap-port must be from 1 to 65535"),
+    ({"disaggregation_bootstrap_port": 65536}, r"--disaggregation-bootstrap-port must be from 0 \(a free one\) to 65535"),
+    ({"disaggregation_transfer_timeout": 0}, "--disaggregation-transfer-timeout must be a number of seconds"),
     ({"disaggregation_transfer_backend": "mooncake"}, "--disaggregation-transfer-backend must be zmq"),
 ])
 def test_flags_refuse_what_cannot_be_combined(flags, message):
