@@ -18,9 +18,14 @@ from minisgl.reasoning_parser import ReasoningParser
 from minisgl.server.protocol_tools import ToolChoice, tool_call_json
 
 
+def forces_a_call(request) -> bool:
+    """tool_choice required or named: a grammar makes the model call a tool."""
+    return bool(request.tools) and request.tool_choice not in (None, "none", "auto")
+
+
 def forced_tool_schema(request) -> str | None:
     """The json_schema that makes the model call a tool (tool_choice required or named), or None."""
-    if not request.tools or request.tool_choice in (None, "none", "auto"):
+    if not forces_a_call(request):
         return None
     tools = [tool.model_dump() for tool in request.tools]
     choice = request.tool_choice.model_dump() if isinstance(request.tool_choice, ToolChoice) else "required"
@@ -36,7 +41,7 @@ def new_call_id() -> str:
 
 class ChatOutputSplitter:
     def __init__(self, request, tool_call_parser: str | None, reasoning_parser: str | None):
-        self.forced = forced_tool_schema(request) is not None
+        self.forced = forces_a_call(request)  # (the schema itself went into the sampling params)
         self.tool_parser = (FunctionCallParser(tool_call_parser) if tool_call_parser and request.tools
                             and request.tool_choice in (None, "auto") and not self.forced else None)
         self.reasoning = (ReasoningParser(reasoning_parser)
