@@ -101,7 +101,8 @@ HTTP_REQUEST_RECEIVED = _event("http.request_received", {
     "endpoint": "the URL path", "stream": "SSE or one response", "type": "the request class",
     "sampling_params": "as the client sent them",
     "request_id": v2("the x-request-id (else x-correlation-id) header: the id SGLang's router logs; "
-                     "only when sent")})
+                     "only when sent"),
+    "tokenizer_worker": v2("with --tokenizer-worker-num N > 1: which worker process (0 … N-1) took it")})
 TM_GENERATE_REQ_INPUT = _event("tm.generate_req_input", {"type": "GenerateReqInput"})
 TM_TOKENIZED = _event("tm.tokenized", {
     "type": "TokenizedGenerateReqInput", "text": "the prompt after the chat template", "input_ids": "its ids",

@@ -47,4 +47,5 @@ class DetokenizerManager:
             input_token_logprobs_val=list(recv.input_token_logprobs_val),
             input_top_logprobs_val=list(recv.input_top_logprobs_val),
             input_top_logprobs_idx=list(recv.input_top_logprobs_idx),
+            http_worker_ipcs=list(recv.http_worker_ipcs),
         )

@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     http_args = HttpServerArgs.from_cli_args(args)
     try:
         server_args.validate()
+        http_args.validate(server_args.disaggregation_mode)
         apply_from_env()  # a lab's component (MINISGL_LAB): checked here, before any child process starts
         return launch_server(server_args, http_args)
     except (ModelNotFound, UnsupportedModel, ValueError, LabSwapError) as e:

@@ -5,6 +5,10 @@ tokenizer manager -> scheduler:   TokenizedGenerateReqInput, AbortReq, FlushCach
 scheduler -> detokenizer:         BatchTokenIDOutput, and the replies FlushCacheReqOutput, GetLoadReqOutput
 detokenizer -> tokenizer manager: BatchStrOutput, and the replies passed on unchanged
 scheduler ranks -> DataParallelController (--dp-size > 1): GetLoadReqOutput, whenever a rank's load changed
+
+With --tokenizer-worker-num N > 1 each tokenizer worker receives on an address of its own: a request and
+a control message carry it as `http_worker_ipc` (SGLang's name), the scheduler copies it into each output
+row and reply, and the detokenizer sends each row back there. None: the one TokenizerManager's address.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class TokenizedGenerateReqInput:
     bootstrap_host: str | None = None
     bootstrap_port: int | None = None
     bootstrap_room: int | None = None
+    http_worker_ipc: str | None = None  # the tokenizer worker that sent it (--tokenizer-worker-num > 1)
 
 
 @dataclass(kw_only=True)
@@ -40,6 +45,8 @@ class AbortReq:
 class FlushCacheReq:
     """Ask the scheduler to empty its prefix cache (it does so only when idle)."""
 
+    http_worker_ipc: str | None = None  # where the reply goes
+
 
 @dataclass(kw_only=True)
 class FlushCacheReqOutput:
@@ -47,6 +54,7 @@ class FlushCacheReqOutput:
 
     success: bool
     dp_rank: int = 0  # which scheduler answered (with --dp-size > 1 every rank does)
+    http_worker_ipc: str | None = None  # the asker's, copied from the request
 
 
 @dataclass(kw_only=True)
@@ -66,6 +74,8 @@ class ContinueGenerationReqInput:
 class GetLoadReq:
     """Ask the scheduler for its queues and KV cache use (the server's /health reports it)."""
 
+    http_worker_ipc: str | None = None  # where the reply goes
+
 
 @dataclass(kw_only=True)
 class GetLoadReqOutput:
@@ -75,6 +85,7 @@ class GetLoadReqOutput:
     cached_slots: int  # KV slots held by the radix tree
     total_slots: int
     dp_rank: int = 0  # which scheduler answered (with --dp-size > 1 every rank does)
+    http_worker_ipc: str | None = None  # the asker's, copied from the request
 
 
 @dataclass(kw_only=True)
@@ -99,6 +110,7 @@ class BatchTokenIDOutput:
     input_token_logprobs_val: list[list[float]] = field(default_factory=list)
     input_top_logprobs_val: list[list[list[float]]] = field(default_factory=list)
     input_top_logprobs_idx: list[list[list[int]]] = field(default_factory=list)
+    http_worker_ipcs: list[str | None] = field(default_factory=list)  # each row's tokenizer worker
 
 
 @dataclass(kw_only=True)
@@ -119,3 +131,4 @@ class BatchStrOutput:
     input_token_logprobs_val: list[list[float]] = field(default_factory=list)
     input_top_logprobs_val: list[list[list[float]]] = field(default_factory=list)
     input_top_logprobs_idx: list[list[list[int]]] = field(default_factory=list)
+    http_worker_ipcs: list[str | None] = field(default_factory=list)

@@ -75,7 +75,8 @@ class SchedulerOutputProcessorMixin:
     def _refuse(self, recv_req: TokenizedGenerateReqInput, message: str) -> None:
         """A request the scheduler will not run: its only output, finished as abort with HTTP status 400."""
         self._refuse_req(Req(recv_req.rid, list(recv_req.input_ids), SamplingParams(),
-                             eos_token_ids=self.eos_token_ids), message)
+                             eos_token_ids=self.eos_token_ids, http_worker_ipc=recv_req.http_worker_ipc),
+                         message)
 
     def _refuse_req(self, req: Req, message: str) -> None:
         """(Also a request that waited for a grammar that did not compile: it holds no KV.)"""
@@ -114,6 +115,7 @@ class SchedulerOutputProcessorMixin:
             out.completion_tokens.append(n_out)
             out.cached_tokens.append(req.cached_tokens)
             out.max_new_tokens.append(req.sampling_params.max_new_tokens)
+            out.http_worker_ipcs.append(req.http_worker_ipc)
             if req.finished() and self.rid_to_req.get(req.rid) is req:  # a refused duplicate is not the owner
                 del self.rid_to_req[req.rid]
         if out.rids:

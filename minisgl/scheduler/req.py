@@ -21,8 +21,10 @@ class Req:
                  eos_token_ids: set[int], *, stream: bool = False,
                  return_logprob: bool = False, top_logprobs_num: int = 0, logprob_start_len: int = -1,
                  bootstrap_host: str | None = None,
-                 bootstrap_port: int | None = None, bootstrap_room: int | None = None):
+                 bootstrap_port: int | None = None, bootstrap_room: int | None = None,
+                 http_worker_ipc: str | None = None):
         self.rid = rid
+        self.http_worker_ipc = http_worker_ipc  # where its outputs go (--tokenizer-worker-num; io_struct.py)
         self.origin_input_ids = origin_input_ids
         self.sampling_params = sampling_params
         self.eos_token_ids = eos_token_ids

@@ -31,7 +31,7 @@ from minisgl.model_executor.model_runner import ModelRunner
 from minisgl.sampling.sampling_params import SamplingParams
 from minisgl.scheduler.finish_reason import FINISH_ABORT
 from minisgl.scheduler.io_struct import (AbortReq, ContinueGenerationReqInput, FlushCacheReq,
-                                         FlushCacheReqOutput, GetLoadReq, PauseGenerationReqInput,
+                                         GetLoadReq, PauseGenerationReqInput,
                                          TokenizedGenerateReqInput)
 from minisgl.scheduler.output_processor import SchedulerOutputProcessorMixin
 from minisgl.scheduler.req import Req
@@ -142,11 +142,8 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
                 self.handle_generate_request(recv_req)
             elif isinstance(recv_req, AbortReq):
                 self.abort_request(recv_req)
-            elif isinstance(recv_req, FlushCacheReq):
-                self.send_to_detokenizer.send(
-                    FlushCacheReqOutput(success=self.flush_cache(), dp_rank=self.dp_rank))
-            elif isinstance(recv_req, GetLoadReq):
-                self.send_to_detokenizer.send(self.get_load())
+            elif isinstance(recv_req, (FlushCacheReq, GetLoadReq)):  # answered through the detokenizer
+                self.send_to_detokenizer.send(self.answer_control_req(recv_req))
             elif isinstance(recv_req, (PauseGenerationReqInput, ContinueGenerationReqInput)):
                 self.pause_generation(recv_req)
             else:
@@ -174,7 +171,7 @@ class Scheduler(SchedulerOutputProcessorMixin, SchedulerOverlapMixin, SchedulerD
                   return_logprob=recv_req.return_logprob, top_logprobs_num=recv_req.top_logprobs_num,
                   logprob_start_len=recv_req.logprob_start_len,
                   bootstrap_host=recv_req.bootstrap_host, bootstrap_port=recv_req.bootstrap_port,
-                  bootstrap_room=recv_req.bootstrap_room)
+                  bootstrap_room=recv_req.bootstrap_room, http_worker_ipc=recv_req.http_worker_ipc)
         self.rid_to_req[req.rid] = req
         if not self.grammar_manager.process_req_with_grammar(req):  # else: enqueued once it is compiled
             self._add_request_to_queue(req)

@@ -4,10 +4,20 @@ mixin of this name and the idle check in SchedulerRuntimeCheckerMixin; here the 
 
 from __future__ import annotations
 
-from minisgl.scheduler.io_struct import GetLoadReqOutput
+from minisgl.scheduler.io_struct import FlushCacheReq, FlushCacheReqOutput, GetLoadReq, GetLoadReqOutput
 
 
 class SchedulerMetricsMixin:
+    def answer_control_req(self, recv_req: FlushCacheReq | GetLoadReq
+                           ) -> FlushCacheReqOutput | GetLoadReqOutput:
+        """The reply to /flush_cache or /health, addressed to the tokenizer worker that asked."""
+        if isinstance(recv_req, FlushCacheReq):
+            reply = FlushCacheReqOutput(success=self.flush_cache(), dp_rank=self.dp_rank)
+        else:
+            reply = self.get_load()
+        reply.http_worker_ipc = recv_req.http_worker_ipc
+        return reply
+
     def get_load(self) -> GetLoadReqOutput:
         """The server's /health shows this, so a test can see a finished or aborted request's slots come
         back."""

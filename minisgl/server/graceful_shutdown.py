@@ -43,8 +43,11 @@ class ShutdownServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config):
         super().__init__(config)
         self.shutdown_signal: int | None = None
+        self.ignored_signals: tuple[int, ...] = ()  # a tokenizer worker's SIGINT: the main process decides
 
     def handle_exit(self, sig: int, frame: Any) -> None:
+        if sig in self.ignored_signals:
+            return
         if self.shutdown_signal is None and not self.should_exit:
             self.shutdown_signal = sig
             return

@@ -33,6 +33,7 @@ class HttpServerArgs:
     allowed_origins: list[str] | None = None  # None: no CORS headers at all, so browsers keep other sites out
     tool_call_parser: str | None = None  # qwen25 | hermes | pythonic: tool calls parsed out of chat answers
     reasoning_parser: str | None = None  # deepseek-r1 | qwen3: <think> blocks into reasoning_content
+    tokenizer_worker_num: int = 1  # HTTP server processes, each with its own TokenizerManager, on one port
 
     def resolve_trace_dir(self) -> Path | None:
         """Pick the folder once, in the main process; every child is given the same path."""
@@ -41,6 +42,15 @@ class HttpServerArgs:
         if self.trace_dir == "":
             self.trace_dir = str(Path.cwd() / f"minisgl-trace-{time.strftime('%Y%m%d-%H%M%S')}")
         return Path(self.trace_dir).resolve()
+
+    def validate(self, disaggregation_mode: str = "null") -> None:
+        """The flags that cannot go together; ValueError names them."""
+        if self.tokenizer_worker_num > 1 and self.enable_metrics:
+            raise ValueError("--enable-metrics counts in one process: with --tokenizer-worker-num > 1 each "
+                             "worker would report only its own requests; use one flag or the other")
+        if self.tokenizer_worker_num > 1 and disaggregation_mode != "null":
+            raise ValueError("--tokenizer-worker-num > 1 is not supported with --disaggregation-mode "
+                             f"{disaggregation_mode}: a PD server runs one TokenizerManager")
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +87,10 @@ class HttpServerArgs:
                        choices=["deepseek-r1", "qwen3"],
                        help="return a thinking model's <think> block as reasoning_content, apart from the "
                             "content (deepseek-r1: the template opens it; qwen3: only if the answer does)")
+        g.add_argument("--tokenizer-worker-num", type=_positive_int, default=d.tokenizer_worker_num,
+                       metavar="N", help="serve HTTP from N processes on the one port, each with its own "
+                       "TokenizerManager (tokenizing, chat templates and JSON in parallel); the detokenizer "
+                       "sends each answer to the process that owns the request (default 1: the main process)")
         g = parser.add_argument_group("tracing")
         g.add_argument("--trace", dest="trace_dir", nargs="?", const="", default=None, metavar="DIR",
                        help="write a trace of every process to DIR (default: "

@@ -38,6 +38,10 @@ class PortArgs:
         address = f"ipc://{self.ipc_dir}/scheduler_input_dp{dp_rank}"
         return dataclasses.replace(self, scheduler_input_ipc_name=address)
 
+    def tokenizer_worker_ipc_name(self, worker_id: int) -> str:
+        """detokenizer -> tokenizer worker `worker_id` (--tokenizer-worker-num > 1): each receives apart."""
+        return f"ipc://{self.ipc_dir}/tokenizer_worker{worker_id}"
+
     @property
     def dp_controller_load_ipc_name(self) -> str:
         """scheduler ranks -> DataParallelController: each rank's load, whenever it changed."""

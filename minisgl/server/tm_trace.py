@@ -13,6 +13,8 @@ from typing import Any
 from minisgl.server.protocol import UsageInfo
 from tracer.api import LEVEL_TOKENS, tracer
 
+worker_id: int | None = None  # in a tokenizer worker (--tokenizer-worker-num > 1): which one
+
 
 def request_received(rid: str, endpoint: str, request_type: str, stream: bool, sampling_params: dict,
                      request_id: str | None = None) -> None:
@@ -20,12 +22,18 @@ def request_received(rid: str, endpoint: str, request_type: str, stream: bool, s
     be followed from the router's log into this trace."""
     if not tracer.enabled:
         return
-    if request_id is None:
+    if request_id is None and worker_id is None:
         tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
                      sampling_params=sampling_params)
-    else:
+    elif worker_id is None:
         tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
                      sampling_params=sampling_params, request_id=request_id)
+    elif request_id is None:  # a tokenizer worker's (--tokenizer-worker-num > 1)
+        tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
+                     sampling_params=sampling_params, tokenizer_worker=worker_id)
+    else:
+        tracer.event("http.request_received", rid=rid, endpoint=endpoint, stream=stream, type=request_type,
+                     sampling_params=sampling_params, request_id=request_id, tokenizer_worker=worker_id)
 
 
 def generate_req_input(rid: str) -> None:

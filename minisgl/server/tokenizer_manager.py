@@ -58,7 +58,8 @@ class EngineLimits:
 
 
 class TokenizerManager(TokenizerManagerCore):
-    def __init__(self, port_args: PortArgs, tokenizer, limits: EngineLimits, metrics=None, dp_size: int = 1):
+    def __init__(self, port_args: PortArgs, tokenizer, limits: EngineLimits, metrics=None, dp_size: int = 1,
+                 http_worker_ipc: str | None = None):
         self._context = zmq.Context()
         self._async_context = zmq.asyncio.Context()
         # with --dp-size > 1 the DataParallelController holds the scheduler's input address
@@ -72,7 +73,11 @@ class TokenizerManager(TokenizerManagerCore):
         super().__init__(tokenizer, limits.vocab_size, send_to_scheduler)
         self.limits = limits
         self.dead_reason: str | None = None  # why the engine stopped answering, once a child died
-        self.recv_from_detokenizer = AsyncPullReceiver(self._async_context, port_args.tokenizer_ipc_name,
+        # a tokenizer worker (--tokenizer-worker-num > 1) receives on an address of its own, named in every
+        # request and control message it sends, so that the detokenizer sends the answers back here
+        self.http_worker_ipc = http_worker_ipc
+        self.recv_from_detokenizer = AsyncPullReceiver(self._async_context,
+                                                       http_worker_ipc or port_args.tokenizer_ipc_name,
                                                        src="detokenizer")
         # per reply type, in order: each waiter's future and the replies it has, by dp rank (one per rank)
         self._reply_waiters: dict[type, deque[tuple[asyncio.Future, dict[int, Any]]]] = defaultdict(deque)
@@ -95,6 +100,7 @@ class TokenizerManager(TokenizerManagerCore):
         state = self._init_req_state(obj, event=asyncio.Event())
         if self.metrics is not None:
             self.metrics.request_started(obj.rid)
+        tokenized.http_worker_ipc = self.http_worker_ipc
         try:
             self._send_one_request(tokenized)
             async for out in self._wait_one_response(obj, state, request):
@@ -188,11 +194,12 @@ class TokenizerManager(TokenizerManagerCore):
 
     async def get_loads(self, timeout: float = 10.0) -> list[GetLoadReqOutput]:
         """Each data-parallel rank's load, by rank (one entry without --dp-size)."""
-        return await self._ask_scheduler(GetLoadReq(), GetLoadReqOutput, timeout)
+        return await self._ask_scheduler(GetLoadReq(http_worker_ipc=self.http_worker_ipc), GetLoadReqOutput,
+                                         timeout)
 
     async def flush_cache(self, timeout: float = 10.0) -> bool:
-        return combine_replies(await self._ask_scheduler(FlushCacheReq(), FlushCacheReqOutput,
-                                                         timeout)).success
+        return combine_replies(await self._ask_scheduler(FlushCacheReq(http_worker_ipc=self.http_worker_ipc),
+                                                         FlushCacheReqOutput, timeout)).success
 
     def pause_generation(self, mode: str) -> None:
         """Sent in order with the requests (one socket), so a request sent after it finds the pause."""

@@ -20,8 +20,12 @@ PROCESS = {"tm": "main process", "dp": "data_parallel_controller process", "sche
 
 def process_title(lane: str, mine: list[Handoff], tp_procs: list[str]) -> str:
     """The lane's process: a --dp-size trace names the rank's scheduler (scheduler_dp1) that ran the request;
-    a --tp-size trace says that the ModelRunner's forward ran on every rank."""
+    a --tp-size trace says that the ModelRunner's forward ran on every rank; a --tokenizer-worker-num trace
+    names the worker process that took the request (tokenizer_worker1)."""
     procs = {ev.proc for h in mine for ev in h.events}
+    workers = {ev.get("tokenizer_worker") for h in mine for ev in h.events} - {None}
+    if lane == "tm" and len(workers) == 1:
+        return f"tokenizer_worker{next(iter(workers))} process"
     if lane in ("sched", "model") and len(procs) == 1 and next(iter(procs)).startswith(S.DP_SCHEDULER_PREFIX):
         proc = next(iter(procs))
         return f"{proc} process: dp rank {proc[len(S.DP_SCHEDULER_PREFIX):]}"
