@@ -41,7 +41,7 @@ SCENARIO = Scenario(
     title="Structured output: a JSON schema, a regular expression, a grammar that does not compile",
     teaches="the grammar step: compiled once off the loop, a vocabulary mask on the request's logits row, "
     "the matcher advanced by every kept token, the request finished when the grammar is complete",
-    lesson="sampling-finishing",
+    lesson="structured-output",
     flags={"max_total_tokens": 512, "chunked_prefill_size": -1},
     steps=(
         Submit(0, "JSON", chat="Describe a cat as JSON.", max_new_tokens=40, params={"json_schema": SCHEMA}),

@@ -55,7 +55,7 @@ SCENARIO = Scenario(
     title="A tool call forced by its grammar, and reasoning split out",
     teaches="tool_choice required: the tools become a JSON schema, the rows are masked with it, the JSON "
     "array the model writes becomes tool_calls",
-    lesson="sampling-finishing",
+    lesson="structured-output",
     flags={"max_total_tokens": 256},
     server=drive,
     server_flags=("--reasoning-parser", "qwen3"),
