@@ -69,14 +69,16 @@ def check_heads(args: ServerArgs, num_attention_heads: int, num_key_value_heads:
                              f"divisor of both {num_attention_heads} and {num_key_value_heads}")
 
 
-def with_dist_init_addr(args: ServerArgs) -> ServerArgs:
-    """One node and no --dist-init-addr: the ranks meet on a free local port."""
+def with_dist_init_addr(args: ServerArgs) -> tuple[ServerArgs, socket.socket | None]:
+    """One node and no --dist-init-addr: the ranks meet on a local port this process binds now and keeps
+    listening, handed to rank 0 for its TCPStore (parallel_state.py), so no other process can take the port
+    in between; the other ranks' connections wait in its backlog until rank 0 serves them."""
     if args.tp_size == 1 or args.dist_init_addr is not None:
-        return args
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return dataclasses.replace(args, dist_init_addr=f"127.0.0.1:{port}")
+        return args, None
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(args.tp_size)
+    return dataclasses.replace(args, dist_init_addr=f"127.0.0.1:{sock.getsockname()[1]}"), sock
 
 
 def scheduler_process_name(tp_rank: int) -> str:

@@ -31,6 +31,8 @@ class GroupCoordinator:
 
 
 _TP: GroupCoordinator | None = None
+# the listening socket `minisgl serve` bound for rank 0's store (launch.py with_dist_init_addr), or None
+LISTEN_SOCKET = None
 
 
 def backend_for(device: str) -> str:
@@ -39,7 +41,9 @@ def backend_for(device: str) -> str:
 
 def init_distributed_environment(world_size: int, rank: int, dist_init_method: str, device: str = "cpu",
                                  local_rank: int = 0) -> GroupCoordinator:
-    """Join the `world_size` ranks at `dist_init_method` (tcp://host:port); every rank calls this once."""
+    """Join the `world_size` ranks at `dist_init_method` (tcp://host:port); every rank calls this once.
+    Rank 0 holds the store the ranks meet in: on the socket the launcher bound for it (LISTEN_SOCKET), else
+    on the port, which it binds itself."""
     global _TP
     import torch.distributed as dist
 
@@ -48,7 +52,11 @@ def init_distributed_environment(world_size: int, rank: int, dist_init_method: s
         torch.cuda.set_device(local_rank)
     elif device == "npu":
         torch.npu.set_device(local_rank)  # registered by torch_npu (ModelRunner imported it)
-    dist.init_process_group(backend=backend, init_method=dist_init_method, world_size=world_size, rank=rank,
+    host, _, port = dist_init_method.removeprefix("tcp://").rpartition(":")
+    held = {"master_listen_fd": LISTEN_SOCKET.fileno()} if rank == 0 and LISTEN_SOCKET is not None else {}
+    store = dist.TCPStore(host, int(port), world_size, is_master=rank == 0, timeout=IDLE_TIMEOUT,
+                          wait_for_workers=False, **held)
+    dist.init_process_group(backend=backend, store=store, world_size=world_size, rank=rank,
                             timeout=IDLE_TIMEOUT)
     group = dist.group.WORLD
     cpu_group = group if backend == "gloo" else dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)

@@ -18,12 +18,16 @@ logger = logging.getLogger(__name__)
 
 
 def run_scheduler_process(server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
-                          pipe_writer: Connection, dp_rank: int | None = None, tp_rank: int = 0) -> None:
+                          pipe_writer: Connection, dp_rank: int | None = None, tp_rank: int = 0,
+                          dist_socket=None) -> None:
     """dp_rank None: the one scheduler (process `scheduler`); else one data-parallel rank (`scheduler_dp0`,
     …), which receives from the DataParallelController and reports its load back to it. tp_rank: with
     --tp-size N > 1, this process's tensor-parallel rank (rank 0 is `scheduler`, the others `scheduler_tp1`,
-    …)."""
+    …). dist_socket: rank 0's, the port its TCPStore listens on, bound by `minisgl serve`."""
+    from minisgl.distributed import parallel_state
     from minisgl.distributed.launch import scheduler_process_name
+
+    parallel_state.LISTEN_SOCKET = dist_socket
 
     name = scheduler_process_name(tp_rank) if dp_rank is None else f"scheduler_dp{dp_rank}"
     setup_child_process(name, http_args.log_level, http_args.trace_dir, http_args.trace_level,

@@ -59,7 +59,8 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
     source = resolve_model(server_args.model)  # a missing model fails here, before any child starts
     model_config = load_model_config(source)
     check_heads(server_args, model_config.num_attention_heads, model_config.num_key_value_heads)
-    server_args = with_dist_init_addr(server_args)  # --tp-size N on one node: the ranks meet on a free port
+    # --tp-size N on one node: the ranks meet on a port bound here and handed to rank 0
+    server_args, dist_socket = with_dist_init_addr(server_args)
     if server_args.node_rank > 0:  # only this node's scheduler ranks; node 0 serves HTTP
         from minisgl.distributed.worker_node import launch_worker_node
 
@@ -82,7 +83,7 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
             f"({server_args.load_balance_method}) and the detokenizer processes")
     print(f"minisgl serve: starting {what} (sockets in {port_args.ipc_dir})", flush=True)
     try:
-        processes = EngineProcesses(server_args, http_args, port_args)
+        processes = EngineProcesses(server_args, http_args, port_args, dist_socket)
         tokenizer = load_tokenizer(source)  # while the children load the model
         processes.wait_ready(stop.is_set)
         info = processes.scheduler_info()

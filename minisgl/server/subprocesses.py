@@ -68,13 +68,15 @@ class EngineProcesses:
     of the main process (in SGLang the controller starts the ranks), so one watchdog and one stop cover
     all."""
 
-    def __init__(self, server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs):
+    def __init__(self, server_args: ServerArgs, http_args: HttpServerArgs, port_args: PortArgs,
+                 dist_socket=None):
         ctx = mp.get_context("spawn")
         self.children: list[ChildProcess] = []
         # one scheduler per tensor-parallel rank on this node (distributed/launch.py)
         if server_args.dp_size == 1:
-            targets = [(scheduler_process_name(r), run_scheduler_process, (None, r))
-                       for r in node_tp_ranks(server_args)]
+            # rank 0 gets the socket its TCPStore listens on (--tp-size N > 1 on one node; else None)
+            targets = [(scheduler_process_name(r), run_scheduler_process,
+                        (None, r, dist_socket if r == 0 else None)) for r in node_tp_ranks(server_args)]
         else:
             targets = [("data_parallel_controller", run_data_parallel_controller_process, ())]
             targets += [(f"scheduler_dp{rank}", run_scheduler_process, (rank,))

@@ -14,14 +14,9 @@ import torch.nn.functional as F
 TP = 2
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank_main(rank: int, port: int) -> None:
+def _rank_main(rank: int, sock: socket.socket) -> None:
     torch.set_num_threads(1)
+    from minisgl.distributed import parallel_state
     from minisgl.distributed.communication_op import tensor_model_parallel_all_gather
     from minisgl.distributed.parallel_state import (
         destroy_distributed_environment,
@@ -35,6 +30,9 @@ def _rank_main(rank: int, port: int) -> None:
     )
     from minisgl.layers.vocab_parallel_embedding import VocabParallelEmbedding
 
+    # as `minisgl serve` does: rank 0's store listens on a socket bound before the ranks start (no race)
+    port = sock.getsockname()[1]
+    parallel_state.LISTEN_SOCKET = sock if rank == 0 else None
     init_distributed_environment(TP, rank, f"tcp://127.0.0.1:{port}", "cpu")
     try:
         g = torch.Generator().manual_seed(0)  # the same "checkpoint" on both ranks
@@ -88,7 +86,10 @@ def _rank_main(rank: int, port: int) -> None:
 
 
 def test_parallel_layers_equal_the_unsplit_products():
-    mp.spawn(_rank_main, args=(_free_port(),), nprocs=TP, join=True)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(TP)
+        mp.spawn(_rank_main, args=(sock,), nprocs=TP, join=True)
 
 
 def test_a_tp_size_that_does_not_divide_the_heads_is_refused():
