@@ -45,7 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how the router picks a worker (SGLang's router policies; default cache_aware; "
                         "power_of_two needs at least 2 workers)")
     g.add_argument("--host", default="127.0.0.1", help="address the router listens on (default 127.0.0.1)")
-    g.add_argument("--port", type=_port, default=30000, help="port the router listens on (default 30000)")
+    g.add_argument("--port", type=_port, default=30000,
+                   help="port the router listens on; 0 picks a free one, named on the ready line "
+                        "(default 30000)")
     g.add_argument("--router-python", default=None, metavar="PATH",
                    help="the Python that has sglang-router installed (default: .venv-router/bin/python in "
                         "the working folder or the minisgl checkout, made by `make router-env`)")
@@ -82,8 +84,8 @@ def _count(text: str) -> int:
 
 def _port(text: str) -> int:
     value = int(text)
-    if not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, got {value}")
+    if not 0 <= value < 65536:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {value}")
     return value
 
 

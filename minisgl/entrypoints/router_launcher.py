@@ -33,10 +33,15 @@ ROUTER_VENV_PYTHON = Path(".venv-router") / "bin" / "python"
 STOP_TIMEOUT_S = 40.0  # a worker's graceful shutdown (30 s by default) plus its children's exit
 ROUTER_GRACE_S = 5  # the router's own default grace period is 180 s
 POLL_S = 0.2
+PORT_TRIES = 3  # --port 0: ports picked for the router before giving up (another process may take one first)
 
 
 class RouterLaunchError(RuntimeError):
     """A launch that cannot go on: no router installed, a worker that died or never became ready."""
+
+
+class _RouterExited(RouterLaunchError):
+    """The router process ended before it answered /health."""
 
 
 class _Interrupted(Exception):
@@ -95,6 +100,8 @@ class RouterLauncher:
         self.router: subprocess.Popen | None = None
         self.ready_urls: dict[int, str] = {}
         self.signum: int | None = None
+        self.pick_port = port == 0  # the router cannot bind port 0 itself: a free one is picked for it
+        self.picked_metrics_port = False  # whether its --prometheus-port was picked here too
 
     # ---- the whole run ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -102,8 +109,7 @@ class RouterLauncher:
         try:
             self._start_workers()
             self._wait_workers_ready()
-            self._start_router()
-            self._wait_router_ready()
+            self._start_router_on_a_port()
             over = (f"prefill {self.worker_urls[0]} (bootstrap port {self.bootstrap_port}), decode "
                     f"{self.worker_urls[1]}" if self.pd_disaggregation
                     else f"{len(self.worker_urls)} workers: {' '.join(self.worker_urls)}")
@@ -183,11 +189,28 @@ class RouterLauncher:
                 "--port", str(self.port), *workers, "--policy", self.policy, "--log-level",
                 self.router_log_level]
         given = " ".join(self.router_args)
-        if "--prometheus-port" not in given:  # its default (29000) would clash with a second router
+        self.picked_metrics_port = "--prometheus-port" not in given
+        if self.picked_metrics_port:  # its default (29000) would clash with a second router
             argv += ["--prometheus-port", str(free_port())]
         if "--shutdown-grace-period-secs" not in given:
             argv += ["--shutdown-grace-period-secs", str(ROUTER_GRACE_S)]
         return argv + self.router_args
+
+    def _start_router_on_a_port(self) -> None:
+        """Start the router and wait until it answers. The router takes no port 0 and names no port it
+        bound, so for --port 0 (and for its metrics port) a free port is picked here; if another process
+        takes one before the router binds it, the router exits at once and is started on new ports."""
+        for attempt in range(1, PORT_TRIES + 1):
+            if self.pick_port:
+                self.port = free_port()
+            self._start_router()
+            try:
+                return self._wait_router_ready()
+            except _RouterExited as e:
+                if attempt == PORT_TRIES or not (self.pick_port or self.picked_metrics_port):
+                    raise RouterLaunchError(str(e)) from None
+                print(f"minisgl router: {e} (a port it was given was taken meanwhile?): trying new ports",
+                      file=sys.stderr, flush=True)
 
     def _start_router(self) -> None:
         self.router = subprocess.Popen(self.router_argv(), start_new_session=True,
@@ -198,7 +221,7 @@ class RouterLauncher:
         url = f"http://{'127.0.0.1' if self.host in ('0.0.0.0', '::') else self.host}:{self.port}/health"
         while True:
             if self.router.poll() is not None:
-                raise RouterLaunchError(f"the router exited with status {self.router.returncode}")
+                raise _RouterExited(f"the router exited with status {self.router.returncode}")
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:
                     if response.status == 200:

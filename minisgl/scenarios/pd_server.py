@@ -41,10 +41,10 @@ def router_python(name: str) -> str:
 
 
 def pair_command(scenario: Scenario, folder: Path, python: str) -> list[str]:
-    from minisgl.entrypoints.router_launcher import free_port
     from minisgl.scenarios.server import engine_cli_flags
 
-    return [sys.executable, "-m", "minisgl.cli", "router", "--pd-disaggregation", "--port", str(free_port()),
+    # --port 0: the launcher picks the router's port (and picks again if another process took it first)
+    return [sys.executable, "-m", "minisgl.cli", "router", "--pd-disaggregation", "--port", "0",
             "--policy", "round_robin", "--router-python", python, "--router-log-level", "warn",
             "--log-level", "warning", "--startup-timeout", str(READY_TIMEOUT), "--trace", str(folder),
             "--trace-level", str(TRACE_LEVEL), *engine_cli_flags(scenario), *scenario.server_flags]

@@ -22,7 +22,6 @@ import httpx
 import psutil
 import pytest
 
-from minisgl.entrypoints.router_launcher import free_port
 from tests.server.conftest import ENV
 from tracer.check import check_trace
 from tracer.reader import load_trace
@@ -36,6 +35,7 @@ WORKER_FLAGS = ["--dtype", "float32", "--max-total-tokens", "2048", "--context-l
 GREEDY = {"max_new_tokens": 12, "temperature": 0}
 CHAT = [{"role": "user", "content": "What is the capital of China?"}]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ROUTER_READY = re.compile(r"minisgl router: ready at http://127\.0\.0\.1:(\d+) ")
 READY = re.compile(r"\[worker (\d)\] minisgl serve: ready at (http://\S+) .*scheduler pid (\d+), detokenizer pid (\d+)")
 
 
@@ -56,8 +56,8 @@ class Launch:
     """`minisgl router ...` in a subprocess, its output read on a thread."""
 
     def __init__(self, args: list[str]):
-        self.port = free_port()
-        cmd = [sys.executable, "-m", "minisgl.cli", "router", "--port", str(self.port),
+        self.port: int | None = None  # --port 0: the ready line names the one the launcher picked
+        cmd = [sys.executable, "-m", "minisgl.cli", "router", "--port", "0",
                "--router-python", str(ROUTER_PYTHON), *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
         self.lines: list[str] = []
@@ -70,7 +70,8 @@ class Launch:
             self.lines.append(line.rstrip("\n"))
             if m := READY.search(line):
                 self.workers[int(m.group(1))] = (m.group(2), int(m.group(3)), int(m.group(4)))
-            if line.startswith("minisgl router: ready at"):
+            if m := ROUTER_READY.match(line):
+                self.port = int(m.group(1))
                 self.ready.set()
         self.ready.set()
 
