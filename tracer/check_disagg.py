@@ -2,7 +2,7 @@
 pair).
 
 One server's trace: a prefill request whose KV was sent finishes only after the decode half acknowledged it
-(or, its peer silent, after it timed out: disagg.timeout);
+(or, its peer silent, after it timed out: disagg.timeout; or after it was aborted);
 a decode request's KV arrives only into slots it preallocated and registered. A merged trace, in addition:
 every room's KV sent is the KV received (same rows, bytes and first token), sent before it arrived.
 """
@@ -33,6 +33,8 @@ def check_disagg(trace: Trace) -> list[str]:
                            "it")
         elif ev.name in (S.DISAGG_TRANSFER_DONE, S.DISAGG_TIMEOUT):
             done.add(room)
+        elif ev.name == S.SCHED_ABORT_REQUESTED and (ev.proc, ev.rid) in room_of:
+            done.add(room_of[ev.proc, ev.rid])  # aborted while it waited for the ack: it need not wait
         elif ev.name == S.DISAGG_BOOTSTRAP and ev.get("mode") == "decode":
             registered.add(room)
         elif ev.name == S.SCHED_FINISHED and ev.rid is not None:

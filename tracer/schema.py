@@ -212,7 +212,7 @@ KV_ALLOC = _event("kv.alloc", {"slots": "allocated, no owner yet"})
 KV_ASSIGNED = _event("kv.assigned", {"slots": "the rows of this rid written this round"})
 KV_FREE = _event("kv.free", {"slots": "back on the free list",
                              "reason": "duplicate, finished, evicted, flush, retracted, rejected, "
-                                       "transferred or timeout"})
+                                       "transferred, timeout or aborted"})
 CACHE_INSERTED = _event("cache.inserted", {"slots": "now owned by the radix tree"})
 CACHE_EVICTED = _event("cache.evicted", {"slots": "every slot one eviction freed"})
 CACHE_TREE = _event("cache.tree", {"nodes": "the whole tree: [{id, parent, key, value, lock_ref, "

@@ -104,12 +104,11 @@ class SchedulerDisaggregationDecodeMixin:
     def process_decode_queue(self) -> None:
         transfer = self.disagg_decode_transfer_queue
         timeout = self.server_args.disaggregation_transfer_timeout
+        for req in transfer.pop_aborted():  # KV that arrives for its room later is dropped (pop_transferred)
+            self._free_preallocated(req, "aborted")
+            self.disagg_abort(req)
         for req in transfer.pop_expired(timeout):  # its prefill server died, or never got the request
-            n = len(req.origin_input_ids)
-            self.cache_manager.free_slots(self.req_to_token_pool.req_to_token[req.req_pool_idx, :n].clone(),
-                                          "timeout")
-            self.req_to_token_pool.free(req.req_pool_idx)
-            req.req_pool_idx = None
+            self._free_preallocated(req, "timeout")
             self.disagg_time_out(req, "transfer", f"the KV of room {req.bootstrap_room} did not arrive from "
                                  f"its prefill server within {timeout:g} s "
                                  "(--disaggregation-transfer-timeout)")
@@ -118,6 +117,12 @@ class SchedulerDisaggregationDecodeMixin:
             transfer.add(req)
         for req, msg in transfer.pop_transferred():
             self.pop_transferred(req, msg)
+
+    def _free_preallocated(self, req: Req, reason: str) -> None:
+        slots = self.req_to_token_pool.req_to_token[req.req_pool_idx, :len(req.origin_input_ids)].clone()
+        self.cache_manager.free_slots(slots, reason)
+        self.req_to_token_pool.free(req.req_pool_idx)
+        req.req_pool_idx = None
 
     def pop_transferred(self, req: Req, msg: KVMessage) -> None:
         """The prompt's KV arrived: write it into the preallocated slots, take the first token, ack, and join

@@ -55,6 +55,12 @@ class SchedulerDisaggregationMixin(SchedulerDisaggregationPrefillMixin, Schedule
         self.trace_collector.req_finished(req)
         self.stream_output([req])
 
+    def disagg_abort(self, req: Req) -> None:
+        """A request aborted in a queue that held its KV: that KV already given back, it finishes now."""
+        req.finished_reason = FINISH_ABORT()
+        self.trace_collector.req_finished(req)
+        self.stream_output([req])
+
     def disagg_refusal(self, recv_req) -> str | None:
         if self.disaggregation_mode == DisaggregationMode.NULL or recv_req.bootstrap_room is not None:
             return None

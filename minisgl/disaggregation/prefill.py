@@ -90,6 +90,10 @@ class SchedulerDisaggregationPrefillMixin:
             self.disagg_time_out(req, "inflight", f"its decode server did not acknowledge the KV of room "
                                  f"{req.bootstrap_room} within {args.disaggregation_transfer_timeout:g} s "
                                  "(--disaggregation-transfer-timeout)")
+        for req in self.disagg_prefill_inflight_queue.pop_aborted():  # its KV is sent; its ack is not needed
+            self.bootstrap_server.registered.pop(req.bootstrap_room, None)
+            self.cache_manager.cache_finished_req(req, free_reason="aborted")
+            self.disagg_abort(req)
         for req, peer in self.disagg_prefill_bootstrap_queue.pop_bootstrapped():
             self.waiting_queue.append(req)
             self.disagg_trace.bootstrapped(req, peer, entered_waiting=True)

@@ -31,6 +31,13 @@ class RequestQueue:
         self.queue = [r for r in self.queue if r not in expired]
         return expired
 
+    def pop_aborted(self) -> list:
+        """The requests aborted while they waited here (to_abort: they hold KV, so the abort left them here
+        for this queue's own processing to free), taken out."""
+        aborted = [r for r in self.queue if r.to_abort]
+        self.queue = [r for r in self.queue if not r.to_abort]
+        return aborted
+
     def remove(self, req) -> bool:
         """An abort: a request that holds no KV yet is simply taken out (True if it was here)."""
         if self.holds_kv or req not in self.queue:

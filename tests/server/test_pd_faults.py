@@ -7,7 +7,10 @@ bound), its KV slots come back, the server keeps serving, and its trace passes `
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import threading
 import time
 
 import httpx
@@ -109,8 +112,6 @@ def test_the_traces_show_the_timeouts_and_pass_the_checks(prefill, decode):
 def test_an_abort_in_the_bootstrap_queue_frees_it_at_once(prefill):
     """/abort_request for a request still waiting for its decode half: it leaves at once (it holds no KV),
     long before the bootstrap timeout would end it (the abort is sent as soon as the request is queued)."""
-    import threading
-
     answers: dict[str, httpx.Response] = {}
     waiting = threading.Thread(target=lambda: answers.setdefault("r", _generate(prefill.url, 404,
                                                                                 prefill.bootstrap_port)))
@@ -125,3 +126,128 @@ def test_an_abort_in_the_bootstrap_queue_frees_it_at_once(prefill):
         assert answers["r"].status_code == 200, answers["r"].text
         assert answers["r"].json()["meta_info"]["finish_reason"]["type"] == "abort"
         wait_drained(http)
+
+
+def _in_thread(fn) -> tuple[threading.Thread, dict]:
+    """Run fn on a thread: its answer in out["r"], or the error that ended it (a killed server's)."""
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["r"] = fn()
+        except httpx.TransportError as e:
+            out["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def _until(cond, what: str, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _aborted_at_once(resp: httpx.Response) -> None:
+    """An abort's own answer (200, finish_reason abort), not the 503 the timeout would give later."""
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["meta_info"]["finish_reason"]["type"] == "abort"
+
+
+def test_aborts_in_the_decode_servers_prealloc_and_transfer_queues_free_everything(decode):
+    """Two long prompts preallocate most of the KV pool and wait in the transfer queue for KV a silent
+    "prefill server" never sends; a third cannot preallocate and waits in the prealloc queue. Each is
+    aborted: the third leaves at once, never registered; the two others give their slots back at once
+    (kv.free `aborted`), not when the transfer timeout would."""
+    context = zmq.Context()
+    silent = context.socket(zmq.PULL)
+    port = silent.bind_to_random_port("tcp://127.0.0.1")
+    long_text = "one two three four five six seven eight " * 55  # ~440 tokens: two fit the 1024 slots
+    rooms = (801, 802, 803)
+    try:
+        with httpx.Client(base_url=decode.url) as http:
+            sent = []
+            for room in rooms:
+                body = {"text": long_text, "sampling_params": PARAMS, "bootstrap_host": "127.0.0.1",
+                        "bootstrap_port": port, "bootstrap_room": room}
+                sent.append(_in_thread(lambda body=body: httpx.post(f"{decode.url}/generate", json=body,
+                                                                    timeout=120)))
+                _until(lambda n=len(sent): http.get("/health").json()["load"]["num_running_reqs"] == n,
+                       f"request {len(sent)} never reached the scheduler")
+            registered = []
+            _until(lambda: silent.poll(0) and registered.append(json.loads(silent.recv())) is None
+                   and len(registered) == 2, "the first two never registered", 60)
+            assert [r["room"] for r in registered] == [801, 802]
+            for room, (thread, out) in zip(reversed(rooms), reversed(sent)):  # the waiting one first
+                assert http.post("/abort_request", json={"rid": f"pd-{room}"}).json()["found"]
+                thread.join(60)
+                _aborted_at_once(out["r"])
+            load = wait_drained(http)
+            assert load["free_slots"] == load["total_slots"]
+            assert not silent.poll(0), "the request aborted in the prealloc queue registered after all"
+    finally:
+        silent.close()
+        context.term()
+    frees = [ev for ev in load_trace(decode.trace).events if ev.name == "kv.free"
+             and ev.get("reason") == "aborted"]
+    assert len(frees) == 2 and all(len(ev.get("slots")) > 400 for ev in frees)
+
+
+def _registered(srv, room: int) -> bool:
+    from tracer.reader import TraceError
+
+    try:
+        events = load_trace(str(srv.trace)).events
+    except TraceError:  # nothing written yet
+        return False
+    return any(ev.name == "disagg.bootstrap" and ev.get("room") == room for ev in events)
+
+
+def test_a_prefill_server_killed_during_bootstrap(decode, tmp_path):
+    """The decode half registered at a real prefill server, which is then SIGKILLed: the decode request
+    fails with 503 when the transfer timeout passes, its slots come back, and the killed server leaves no
+    process."""
+    trace = tmp_path / "doomed-prefill"
+    doomed = ServeProcess([*FLAGS, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", "0",
+                           "--trace", str(trace)]).wait_ready()
+    try:
+        port = int(re.search(r"; bootstrap port (\d+)", doomed.output()).group(1))
+        thread, out = _in_thread(lambda: _generate(decode.url, 901, port))
+        _until(lambda: _registered(decode, 901), "the decode half never registered")
+        doomed.proc.kill()
+        thread.join(120)
+        _refused(out["r"], "did not arrive from its prefill server within 5 s")
+        with httpx.Client(base_url=decode.url) as http:
+            load = wait_drained(http)
+            assert load["free_slots"] == load["total_slots"]
+        assert doomed.alive_descendants(within=30) == []
+        assert check_trace(load_trace(str(decode.trace))) == []
+    finally:
+        doomed.stop(signal.SIGKILL)
+
+
+def test_a_decode_server_stopped_then_killed_while_its_kv_is_in_flight(prefill, tmp_path):
+    """A real decode server registers for a room, then its scheduler is stopped (SIGSTOP) before the KV
+    comes: the prefill server sends the KV, hears no acknowledgement, and fails its request with 503 when
+    the transfer timeout passes, freeing what it held; the decode server is then SIGKILLed and leaves no
+    process. The prefill server keeps serving, and its trace passes the checks."""
+    trace = tmp_path / "doomed-decode"
+    doomed = ServeProcess([*FLAGS, "--disaggregation-mode", "decode", "--trace", str(trace)]).wait_ready()
+    doomed.trace = trace
+    try:
+        thread, _ = _in_thread(lambda: _generate(doomed.url, 1001, prefill.bootstrap_port))
+        _until(lambda: _registered(doomed, 1001), "the decode half never registered")
+        os.kill(doomed.pids["scheduler"], signal.SIGSTOP)
+        answer = _generate(prefill.url, 1001, prefill.bootstrap_port)
+        _refused(answer, "did not acknowledge the KV of room 1001")
+        with httpx.Client(base_url=prefill.url) as http:
+            wait_drained(http)
+        for pid in (doomed.proc.pid, doomed.pids["scheduler"]):
+            os.kill(pid, signal.SIGKILL)
+        thread.join(120)
+        assert doomed.alive_descendants(within=30) == []
+        assert check_trace(load_trace(str(prefill.trace))) == []
+    finally:
+        doomed.stop(signal.SIGKILL)
