@@ -84,7 +84,8 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
     print(f"minisgl serve: starting {what} (sockets in {port_args.ipc_dir})", flush=True)
     try:
         processes = EngineProcesses(server_args, http_args, port_args, dist_socket)
-        tokenizer = load_tokenizer(source)  # while the children load the model
+        # while the children load the model (tokenizer workers load their own)
+        tokenizer = load_tokenizer(source) if http_args.tokenizer_worker_num == 1 else None
         processes.wait_ready(stop.is_set)
         info = processes.scheduler_info()
         if info.get("bootstrap_port") is not None:  # --disaggregation-bootstrap-port 0: the one it took

@@ -195,6 +195,30 @@ def test_aborts_in_the_decode_servers_prealloc_and_transfer_queues_free_everythi
     assert len(frees) == 2 and all(len(ev.get("slots")) > 400 for ev in frees)
 
 
+def test_an_abort_in_the_prefill_servers_inflight_queue_frees_it_at_once(prefill):
+    """The KV is sent to a silent "decode server" that never acknowledges it; the request, waiting in the
+    inflight queue, is aborted: it ends at once as abort (not with the timeout's 503), and the server
+    drains."""
+    context = zmq.Context()
+    silent = context.socket(zmq.PULL)
+    port = silent.bind_to_random_port("tcp://127.0.0.1")
+    client = BootstrapClient(context)
+    try:
+        client.register("127.0.0.1", prefill.bootstrap_port, 1101, f"tcp://127.0.0.1:{port}", num_slots=6)
+        thread, out = _in_thread(lambda: _generate(prefill.url, 1101, prefill.bootstrap_port))
+        assert silent.poll(60_000), "the prefill server never sent the KV"
+        with httpx.Client(base_url=prefill.url) as http:
+            assert http.post("/abort_request", json={"rid": "pd-1101"}).json()["found"]
+            thread.join(60)
+            _aborted_at_once(out["r"])
+            wait_drained(http)
+    finally:
+        client.close()
+        silent.close()
+        context.term()
+    assert check_trace(load_trace(str(prefill.trace))) == []
+
+
 def _registered(srv, room: int) -> bool:
     from tracer.reader import TraceError
 
