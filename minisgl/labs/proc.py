@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,11 +21,37 @@ class Child:
     output: str
 
 
+class _DeferredSignals:
+    """SIGINT and SIGTERM held back while a child is being started: one that came inside Popen would raise
+    there, after the fork but before `proc` exists, and nothing could then take the child down. `replay`
+    raises it again once the caller can."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self) -> _DeferredSignals:
+        self.came: list[int] = []
+        self.old = {}
+        if threading.current_thread() is threading.main_thread():  # only the main thread takes signals
+            self.old = {sig: signal.signal(sig, lambda signum, frame: self.came.append(signum))
+                        for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
+
+    def replay(self) -> None:
+        for signum in self.came:
+            signal.raise_signal(signum)
+
+
 def run_child(cmd: list[str], env: dict[str, str], timeout: float) -> Child:
     """Run cmd in its own process group; at the time limit kill the whole group (a server's children too)."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    with _DeferredSignals() as deferred:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
     try:
+        deferred.replay()  # a signal that came during the start ends the grade here, and the finally below
         out, _ = proc.communicate(timeout=timeout)
         return Child(proc.returncode, out)
     except subprocess.TimeoutExpired:
