@@ -134,7 +134,12 @@ def test_a_stopped_grade_leaves_no_process_behind(tmp_path, sig):
             time.sleep(0.05)
         children = grade.children(recursive=True)
         proc.send_signal(getattr(signal, sig))
-        out, _ = proc.communicate(timeout=120)
+        try:
+            out, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"the grade did not stop on {sig}; children then {children}; its output:\n"
+                        + proc.communicate()[0])
     finally:
         if proc.poll() is None:
             proc.kill()
