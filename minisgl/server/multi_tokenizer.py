@@ -86,7 +86,10 @@ class TokenizerWorkers:
     def signal_all(self, sig: int) -> None:
         for child in self.children:
             if child.process.is_alive():
-                os.kill(child.process.pid, sig)
+                try:
+                    os.kill(child.process.pid, sig)
+                except ProcessLookupError:
+                    pass  # it ended just now
 
     def wait_exit(self, timeout: float, poll=lambda: None) -> None:
         deadline = time.monotonic() + timeout
