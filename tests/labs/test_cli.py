@@ -125,7 +125,10 @@ def test_a_stopped_grade_leaves_no_process_behind(tmp_path, sig):
     mine.write_text(mine.read_text().replace('raise NotImplementedError("TODO: accept_lengths")',
                                              "while True:\n        pass"))
     cmd = [sys.executable, "-m", "minisgl.cli", "lab", "--dir", str(tmp_path / "ws"), "grade", "spec_verify"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # SIGINT as a terminal delivers it: a suite started in the background (`make test &`) hands its children
+    # SIGINT ignored, and Python then leaves it ignored
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     grade = psutil.Process(proc.pid)
     try:
         deadline = time.monotonic() + 300
