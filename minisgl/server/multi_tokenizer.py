@@ -21,7 +21,7 @@ import sys
 import time
 
 from minisgl.server.serve_http import DEATH_GRACE_S, ServeSpec, ready_line
-from minisgl.server.subprocesses import ChildProcess, EngineProcesses, StartupError
+from minisgl.server.subprocesses import ChildProcess, EngineProcesses, StartupError, wait_ready
 from minisgl.server.tokenizer_worker import run_tokenizer_worker_process
 
 POLL_S = 0.2
@@ -58,15 +58,7 @@ class TokenizerWorkers:
 
     def wait_ready(self, should_stop) -> int:
         """Block until every worker serves; return the port. StartupError if one failed first."""
-        while any(c.info is None for c in self.children):
-            if should_stop():
-                raise KeyboardInterrupt
-            for child in self.children:
-                child.read_pipe()
-                if child.info is None and not child.process.is_alive():
-                    child.read_pipe()
-                    raise StartupError(child.death_reason().replace("died", "died while starting", 1))
-            time.sleep(0.05)
+        wait_ready(self.children, should_stop)
         return self.children[0].info["port"]
 
     def first_death(self) -> ChildProcess | None:

@@ -61,6 +61,19 @@ class ChildProcess:
         return f"the {self.name} process died ({how}){said}"
 
 
+def wait_ready(children: list[ChildProcess], should_stop: Callable[[], bool]) -> None:
+    """Block until every child said "ready"; raise StartupError if one failed or died first."""
+    while any(c.info is None for c in children):
+        if should_stop():  # first: Ctrl-C also reaches a child still starting, and may kill it
+            raise KeyboardInterrupt
+        for child in children:
+            child.read_pipe()
+            if child.info is None and not child.process.is_alive():
+                child.read_pipe()
+                raise StartupError(child.death_reason().replace("died", "died while starting", 1))
+        time.sleep(0.05)
+
+
 class EngineProcesses:
     """The scheduler and detokenizer children, started with the spawn method: a fresh interpreter each,
     so no torch threads or sockets are inherited from the main process. With --dp-size N > 1: a
@@ -103,16 +116,7 @@ class EngineProcesses:
         return {c.name: c.process.pid for c in self.children}
 
     def wait_ready(self, should_stop: Callable[[], bool]) -> None:
-        """Block until every child said "ready"; raise StartupError if one failed or died first."""
-        while any(c.info is None for c in self.children):
-            if should_stop():  # first: Ctrl-C also reaches a child still starting, and may kill it
-                raise KeyboardInterrupt
-            for child in self.children:
-                child.read_pipe()
-                if child.info is None and not child.process.is_alive():
-                    child.read_pipe()
-                    raise StartupError(child.death_reason().replace("died", "died while starting", 1))
-            time.sleep(0.05)
+        wait_ready(self.children, should_stop)
 
     def first_death(self) -> ChildProcess | None:
         for child in self.children:
