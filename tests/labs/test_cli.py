@@ -130,6 +130,7 @@ def test_a_stopped_grade_leaves_no_process_behind(tmp_path, sig):
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     grade = psutil.Process(proc.pid)
+    children: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 300
         while not grade.children(recursive=True):  # its first child (the unit tests, looping) has started
@@ -146,6 +147,8 @@ def test_a_stopped_grade_leaves_no_process_behind(tmp_path, sig):
     finally:
         if proc.poll() is None:
             proc.kill()
+        _, alive = psutil.wait_procs(children, timeout=30)
+        for child in alive:  # whatever happened above, this test leaves no looping child behind
+            child.kill()
     assert proc.returncode != 0, out
-    _, alive = psutil.wait_procs(children, timeout=30)
     assert not alive, f"left running after {sig}: {alive}"
