@@ -27,6 +27,7 @@ class ServerArgs:
     cpu_graph_max_bs: int = 8  # the largest decode batch recorded (a graph holds about 0.7 MiB a row)
     # "gguf": Q4_0/Q4_1/Q8_0 blocks kept (cpu, bf16); "none": dequantize; None: see help
     quantization: str | None = None
+    dequant_gemm_rows: str = "auto"  # auto | off | N: GGUF products of N rows or more dequantize for a GEMM
     # scheduler
     chunked_prefill_size: int | None = 512  # rows one prompt may take per round; None or -1: no chunking
     max_prefill_tokens: int = 4096  # prefill rows per round, over all admitted requests
@@ -89,6 +90,9 @@ class ServerArgs:
         if self.cpu_graph_max_bs < 1:
             raise ValueError(f"--cpu-graph-max-bs must be at least 1, not {self.cpu_graph_max_bs} "
                              "(--disable-cpu-graph turns the cpu graph off)")
+        rows = str(self.dequant_gemm_rows)
+        if rows not in ("auto", "off") and not (rows.isdigit() and int(rows) >= 1):
+            raise ValueError(f"--dequant-gemm-rows must be auto, off or a number of rows >= 1, not {rows!r}")
         if self.quantization not in (None, "none", "gguf"):
             raise ValueError(f"--quantization must be none or gguf, not {self.quantization!r}")
         if self.quantization == "gguf" and self.dtype == "float32":
@@ -169,6 +173,12 @@ class ServerArgs:
                             "every weight; default: gguf where it applies and the C++ kernels build "
                             "(bfloat16, cpu, a .gguf model, --tp-size 1), else none (--dtype float32 is the "
                             "exact, dequantized path)")
+        g.add_argument("--dequant-gemm-rows", default=d.dequant_gemm_rows, metavar="auto|off|N",
+                       help="with GGUF blocks kept: a product of at least this many rows (a prefill, a large "
+                            "decode batch) dequantizes its blocks to bfloat16, a tile at a time, and runs "
+                            "oneDNN's GEMM instead of the GGUF kernel; auto (default): the row count from "
+                            "which that is faster, timed once per machine and product shape; off: the GGUF "
+                            "kernel at every row count")
         g.add_argument("--max-total-tokens", type=int, default=d.max_total_tokens,
                        help="KV cache size in tokens (default: from --mem-fraction-static)")
         g.add_argument("--mem-fraction-static", type=float, default=d.mem_fraction_static,

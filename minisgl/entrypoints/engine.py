@@ -104,9 +104,9 @@ class Engine:
 
     def fork(self, trace_dir: str | None = None, trace_level: int = 2, **overrides: Any) -> Engine:
         """A new Engine on the same loaded weights with other scheduler or memory flags (not dtype/model/
-        quantization: those choose the weights)."""
+        quantization: those choose the weights; nor --dequant-gemm-rows: the products are shared)."""
         args = {**vars(self.server_args), **overrides}
-        for fixed in ("model", "dtype", "device", "quantization"):
+        for fixed in ("model", "dtype", "device", "quantization", "dequant_gemm_rows"):
             if args[fixed] != getattr(self.server_args, fixed):
                 raise ValueError(f"fork() cannot change {fixed}; create a new Engine")
         model = args.pop("model")

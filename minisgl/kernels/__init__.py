@@ -71,6 +71,7 @@ def load() -> bool:
             lib.q8_0_pack.argtypes, lib.q8_0_pack.restype = [_P, _P, _I, _I], None
             lib.packed_group.argtypes, lib.packed_group.restype = [], ctypes.c_int
             lib.packed_loop.argtypes, lib.packed_loop.restype = [], ctypes.c_char_p
+            lib.dequant_bf16.argtypes, lib.dequant_bf16.restype = [_P, _P, _I, _I, _I, _N, _N], None
             _group = lib.packed_group()
             _fns["bf16_to_f32", torch.bfloat16] = lib.bf16_to_f32
             _lib = lib
@@ -238,6 +239,8 @@ def block_linear(raw: torch.Tensor, ggml_type: int):
     decode step makes about 150 of these calls, where each check costs microseconds)."""
     if not load():
         raise RuntimeError(f"the CPU kernels are unavailable: {_error}")
+    from minisgl.kernels.dequant_gemm import gemm
+
     n, k = raw.shape[0], raw.shape[1] // BLOCK_BYTES[ggml_type] * 32
     packed = pack_blocks(raw, ggml_type)
     name = "q8_0_linear" if ggml_type == Q8_0 else "q4_linear"
@@ -249,12 +252,17 @@ def block_linear(raw: torch.Tensor, ggml_type: int):
         if x.dtype not in _SUFFIX:
             raise TypeError(f"{name}: x must be float32 or bfloat16, not {x.dtype}")
         x = x.contiguous()
+        rows = x.numel() // k
+        if product.gemm_rows is not None and rows >= product.gemm_rows and x.dtype == torch.bfloat16:
+            return gemm(x, packed, ggml_type, n, k)
         out = torch.empty((*x.shape[:-1], n), dtype=x.dtype)
-        _run(name, x.dtype, x.data_ptr(), packed.data_ptr(), out.data_ptr(), x.numel() // k, n, k, *extra,
+        _run(name, x.dtype, x.data_ptr(), packed.data_ptr(), out.data_ptr(), rows, n, k, *extra,
              torch.get_num_threads(), keep=(x, packed, out))
         return out
 
     product.packed = packed
+    product.shape = (ggml_type, n, k)
+    product.gemm_rows = None  # bfloat16 x of this many rows or more: dequantized for a GEMM (dequant_gemm.py)
     return product
 
 

@@ -3,14 +3,17 @@
 While `record()` is open, every kernel call of minisgl.kernels also writes down its arguments (pointers,
 sizes, thread count) as one GraphOp, and keeps alive the tensors those pointers name. `KernelGraph.replay()`
 then runs the same calls on the same memory, in order, without Python in between. Only kernel calls are
-recorded: any torch op of the forward pass is missing from the replay, which is why the graph runner
-(model_executor/cpu_graph_runner.py) checks a graph against the plain forward before it trusts it.
+recorded, and the torch steps a kernel wrapper records itself (`Recorder.add_step`: a product that
+dequantizes GGUF blocks for oneDNN, kernels/dequant_gemm.py), which the replay calls between the runs of
+kernel calls. Any other torch op of the forward pass is missing from the replay, which is why the graph
+runner (model_executor/cpu_graph_runner.py) checks a graph against the plain forward before it trusts it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
@@ -31,11 +34,13 @@ class GraphOp(ctypes.Structure):
 
 
 class KernelGraph:
-    """A recorded list of kernel calls, and the tensors they read and write."""
+    """A recorded list of kernel calls, the torch steps between them, and the tensors they read and write."""
 
-    def __init__(self, ops: list[GraphOp], tensors: list[torch.Tensor]):
+    def __init__(self, ops: list[GraphOp], tensors: list[torch.Tensor],
+                 steps: list[tuple[int, Callable]] = ()):
         self._ops = (GraphOp * len(ops))(*ops)
         self.tensors = tensors  # kept alive: the recorded pointers name their memory
+        self.steps = list(steps)  # (number of kernel calls before it, torch step), in order
         self._replay = kernels._lib.graph_replay
         self._replay.argtypes, self._replay.restype = [ctypes.c_void_p, ctypes.c_int64], None
 
@@ -46,13 +51,21 @@ class KernelGraph:
         return [KERNELS[op.kernel][0] for op in self._ops]
 
     def replay(self) -> None:
-        self._replay(ctypes.addressof(self._ops), len(self._ops))
+        start, base, size = 0, ctypes.addressof(self._ops), ctypes.sizeof(GraphOp)
+        for at, step in self.steps:
+            if at > start:
+                self._replay(base + start * size, at - start)
+            step()
+            start = at
+        if len(self._ops) > start:
+            self._replay(base + start * size, len(self._ops) - start)
 
 
 class Recorder:
     def __init__(self):
         self.ops: list[GraphOp] = []
         self.tensors: list[torch.Tensor] = []
+        self.steps: list[tuple[int, Callable]] = []
 
     def add(self, name: str, dtype: torch.dtype, args: tuple, keep: tuple[torch.Tensor, ...]) -> None:
         if (name, dtype) not in _INDEX:
@@ -66,8 +79,14 @@ class Recorder:
         self.ops.append(op)
         self.tensors.extend(keep)
 
+    def add_step(self, step: Callable[[], None], keep: tuple[torch.Tensor, ...]) -> None:
+        """A torch step the replay calls after the kernel calls recorded so far; it must read and write only
+        the tensors in `keep` (and buffers of its own), in place."""
+        self.steps.append((len(self.ops), step))
+        self.tensors.extend(keep)
+
     def graph(self) -> KernelGraph:
-        return KernelGraph(self.ops, self.tensors)
+        return KernelGraph(self.ops, self.tensors, self.steps)
 
 
 @contextmanager

@@ -69,6 +69,9 @@ class ModelRunner:
         self.dtype = resolve_dtype(server_args.dtype, server_args.device)
         self.context_len = server_args.context_length or model_config.context_len
         self.model = share_modules(model) if model is not None else self._load_model(source)
+        # which GGUF products dequantize their blocks for oneDNN's GEMM, from how many rows (shared weights:
+        # the products, and so their choice, are shared too)
+        self.dequant_gemm_rows = self._choose_products() if model is None else model.dequant_gemm_rows
         self._init_memory_pool()
         self.use_cpu_kernels = self._want_cpu_kernels()
         set_kernel_layers(self.model, self.use_cpu_kernels)
@@ -118,6 +121,16 @@ class ModelRunner:
         if not kernels.load() and mode == "on":
             raise RuntimeError(f"--cpu-kernels on: {kernels.unavailable_reason()}")
         return kernels.available()
+
+    def _choose_products(self) -> dict[str, int | None]:
+        from minisgl.kernels import dequant_gemm
+
+        products = dequant_gemm.model_products(self.model)
+        chosen = dequant_gemm.choose(products, self.server_args.dequant_gemm_rows)
+        if chosen:
+            logger.info("GGUF products: %s", dequant_gemm.describe(products, chosen))
+        self.model.dequant_gemm_rows = chosen
+        return chosen
 
     def _load_model(self, source: ModelSource) -> torch.nn.Module:
         cls = ModelRegistry[self.model_config.architecture]

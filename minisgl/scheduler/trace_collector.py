@@ -8,8 +8,7 @@ components themselves know nothing about tracing.
 
 Every hook does nothing while tracing is off, so call sites need no guard of their own. Otherwise a
 hook first reports the KV moves made since the previous hook (kv.alloc, kv.free, cache.inserted,
-cache.evicted), so the trace keeps the order in which things happened.
-Event names and fields: lessons/docs/reference/trace-events.md.
+cache.evicted), so the trace keeps the order in which things happened. Events: reference/trace-events.md.
 """
 
 from __future__ import annotations
@@ -39,12 +38,13 @@ class SchedulerTraceCollector:
         if not tracer.enabled:
             return
         sched.cache_manager.journal = []
-        a = sched.server_args
+        a, gemm_rows = sched.server_args, sched.model_runner.dequant_gemm_rows
         tracer.event("sched.config", kv_size=sched.token_to_kv_pool.size,
                      max_running_requests=a.max_running_requests, max_prefill_tokens=a.max_prefill_tokens,
                      chunked_prefill_size=a.chunked_prefill_size, schedule_policy=sched.policy.policy,
                      disable_radix_cache=a.disable_radix_cache, enable_mixed_chunk=a.enable_mixed_chunk,
-                     **({"overlap_schedule": True} if a.overlap_schedule() else {}))
+                     **({"overlap_schedule": True} if a.overlap_schedule() else {}),
+                     **({"dequant_gemm_rows": gemm_rows} if gemm_rows else {}))
 
     def _report_cache_ops(self) -> None:
         journal = self.sched.cache_manager.journal

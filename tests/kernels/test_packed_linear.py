@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from minisgl import kernels
-from minisgl.kernels import build
+from minisgl.kernels import build, dequant_gemm
 
 pytestmark = pytest.mark.skipif(not kernels.load(), reason="the C++ cpu kernels did not build here")
 
@@ -172,7 +172,7 @@ def test_the_plain_and_avx2_loops_give_this_cpus_bits(tmp_path):
     can run, give the bits this CPU's build gives (AVX2 or AVX-512, 8 or 16 columns a group, VNNI or not),
     odd blocks of x included."""
     flags = [f for f in build.FLAGS if not f.startswith("-march")]
-    files = [str(build.SOURCE_DIR / name) for name in ("q4_linear.cpp", "q8_0_linear.cpp")]
+    files = [str(build.SOURCE_DIR / name) for name in ("q4_linear.cpp", "q8_0_linear.cpp", "dequant.cpp")]
     jobs = {name: subprocess.Popen([build._compiler(), *flags, *march, *files, "-o", str(tmp_path / f"{i}.so")],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for i, (name, march) in enumerate(_other_builds().items())}  # compiled side by side
@@ -215,6 +215,12 @@ def _check_products(other: ctypes.CDLL, name: str) -> None:
             else:
                 other.q4_linear_bf16(*args, ctypes.c_int(ggml_type), ctypes.c_int(1))
             assert torch.equal(got.view(torch.int16), ours(x).view(torch.int16)), (name, ggml_type, rows)
+        # the blocks made whole for a GEMM (csrc/dequant.cpp): the same bfloat16 weights from either layout
+        whole = torch.empty(n, k, dtype=torch.bfloat16)
+        other.dequant_bf16(p(packed.data_ptr()), p(whole.data_ptr()), i(0), i(n), i(k),
+                           ctypes.c_int(ggml_type), ctypes.c_int(1))
+        mine = dequant_gemm.weight(ours.packed, ggml_type, n, k)
+        assert torch.equal(whole.view(torch.int16), mine.view(torch.int16)), (name, ggml_type, "dequant")
 
 
 def _check_x_codes(other: ctypes.CDLL, name: str) -> None:

@@ -102,6 +102,33 @@ def test_a_graph_is_one_decode_layers_kernels_thirty_times(graph_runner, chat_pr
     assert names[0] == "q8_0_embedding" and names[-2:] == ["q8_0_linear", "bf16_to_f32"]
 
 
+def test_products_on_the_gemm_path_are_replayed_as_torch_steps(graph_runner, bundled_source, model_config,
+                                                               chat_prompt_ids):
+    """A batch at or above a product's --dequant-gemm-rows: its products dequantize and run oneDNN's GEMM, a
+    torch step the graph records between its kernel calls and replays; the rounds stay bit for bit."""
+    from minisgl.kernels import dequant_gemm
+
+    products = dequant_gemm.model_products(graph_runner.model)
+    before = {name: ps[0].gemm_rows for name, ps in products.items()}
+    try:
+        dequant_gemm.choose(products, "3")  # shared weights: every runner below multiplies this way
+        stepped = ModelRunner(model_config, bundled_source, _args(), model=graph_runner.model)
+        plain = _layer_by_layer(graph_runner, bundled_source, model_config)
+        replayed, kv_replayed = _decode_logits(stepped, chat_prompt_ids[1:4], 4)
+        ordinary, kv_ordinary = _decode_logits(plain, chat_prompt_ids[1:4], 4)
+    finally:
+        for name, ps in products.items():
+            for p in ps:
+                p.gemm_rows = before[name]
+    assert all(torch.equal(a, b) for a, b in zip(replayed, ordinary))
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(kv_replayed, kv_ordinary))
+    runs = stepped.graph_runner
+    assert runs.disabled_reason is None and runs.replays == 3
+    graph = runs.graphs["DECODE", 3, torch.get_num_threads()].graph
+    assert len(graph.steps) == 4 * model_config.num_hidden_layers + 1  # every product, lm_head included
+    assert "q4_linear" not in graph.kernel_names() and "q8_0_linear" not in graph.kernel_names()
+
+
 def test_an_op_without_a_kernel_turns_the_graph_off(graph_runner, bundled_source, model_config, chat_prompt_ids,
                                                     caplog):
     plain = _layer_by_layer(graph_runner, bundled_source, model_config)

@@ -73,6 +73,10 @@ def test_bf16_greedy_parts_from_transformers_bf16_only_at_near_ties(
     engine_bf16, hf_answers_bf16, hf_model_fp32, chat_prompt_ids
 ):
     results = engine_bf16.generate(input_ids=chat_prompt_ids, sampling_params=GREEDY)
+    _parts_only_at_near_ties(results, hf_answers_bf16, hf_model_fp32, chat_prompt_ids)
+
+
+def _parts_only_at_near_ties(results, hf_answers_bf16, hf_model_fp32, chat_prompt_ids) -> None:
     equal = 0
     for prompt, result, theirs in zip(chat_prompt_ids, results, hf_answers_bf16):
         ours = result["output_ids"]
@@ -105,3 +109,47 @@ def test_two_threads_give_the_one_thread_tokens(engine_bf16, chat_prompt_ids):
         torch.set_num_threads(before)
     assert [r["output_ids"] for r in two] == [r["output_ids"] for r in one]
     assert all(len(r["output_ids"]) == 8 for r in one)
+
+
+def test_each_product_has_its_row_count_and_the_trace_header_says_it(engine_bf16, tmp_path):
+    """--dequant-gemm-rows auto (the default): each GGUF product (four per layer and the tied lm_head) has the
+    row count from which it dequantizes for oneDNN's GEMM, timed on this machine, and sched.config says so."""
+    from minisgl.kernels.dequant_gemm import model_products
+    from tracer.reader import load_trace
+
+    runner = engine_bf16.model_runner
+    if not runner.use_cpu_kernels:
+        pytest.skip("the GGUF blocks run in torch's int4 kernel here")
+    chosen = runner.dequant_gemm_rows
+    assert set(chosen) == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head"}
+    for name, products in model_products(runner.model).items():
+        assert {p.gemm_rows for p in products} == {chosen[name]}
+        assert chosen[name] is None or chosen[name] >= 1
+    traced = engine_bf16.fork(trace_dir=str(tmp_path))
+    try:
+        traced.generate(input_ids=[[1, 2, 3]], sampling_params={"max_new_tokens": 1})
+    finally:
+        traced.shutdown()
+    config = next(ev for ev in load_trace(tmp_path).events if ev.name == "sched.config")
+    assert config.get("dequant_gemm_rows") == chosen
+
+
+def test_every_product_on_the_gemm_path_still_parts_only_at_near_ties(
+    engine_bf16, hf_answers_bf16, hf_model_fp32, chat_prompt_ids
+):
+    """--dequant-gemm-rows 1: every product dequantizes its blocks (the weights --quantization none
+    multiplies with) and runs oneDNN's GEMM; the promise above holds for that path too."""
+    from minisgl.kernels import dequant_gemm
+
+    products = dequant_gemm.model_products(engine_bf16.model_runner.model)
+    if not products:
+        pytest.skip("the GGUF blocks run in torch's int4 kernel here")
+    before = {name: ps[0].gemm_rows for name, ps in products.items()}
+    try:
+        dequant_gemm.choose(products, "1")
+        results = engine_bf16.generate(input_ids=chat_prompt_ids, sampling_params=GREEDY)
+    finally:
+        for name, ps in products.items():
+            for p in ps:
+                p.gemm_rows = before[name]
+    _parts_only_at_near_ties(results, hf_answers_bf16, hf_model_fp32, chat_prompt_ids)

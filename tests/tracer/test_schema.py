@@ -138,6 +138,10 @@ def emit_calls() -> list[tuple[str, str, set[str]]]:
             where = f"{path.relative_to(ROOT)}:{node.lineno}"
             assert node.args and isinstance(node.args[0], ast.Constant), f"{where}: a name that is no literal"
             keys = {k.arg for k in node.keywords if k.arg is not None} - EMIT_KEYWORDS
+            for k in node.keywords:  # a field written only sometimes: **({"field": value} if ... else {})
+                if k.arg is None:
+                    keys |= {d.value for part in ast.walk(k.value) if isinstance(part, ast.Dict)
+                             for d in part.keys if isinstance(d, ast.Constant)}
             out.append((where, node.args[0].value, keys))
     return out
 

@@ -1,0 +1,141 @@
+"""Above a few rows, a GGUF layer's blocks made whole (bfloat16, a tile at a time) and multiplied by oneDNN.
+
+The GGUF kernels (csrc/q4_linear.cpp, q8_0_linear.cpp) read 4 or 8 bits a weight and multiply every row of
+x by it in integers: at batch 1 a product only streams its weights, and fewer bytes win. With more rows the
+same weights serve many rows, and how fast the multiply-adds run decides. There oneDNN's bfloat16 GEMM (on
+AMX tiles where the CPU has them) beats the integer loop, and llama.cpp switches too: above a batch size it
+dequantizes and calls a GEMM. So does minisgl, per product and row count:
+
+- `gemm(x, ...)`: each tile of up to TILE_BYTES of the weight is dequantized (csrc/dequant.cpp) into one
+  scratch buffer per thread, reused by every layer, and multiplied with F.linear's own product. The weights
+  are the ones `--quantization none` multiplies with, bit for bit (gguf's float32 value, rounded to the
+  nearest bfloat16), so the products are exact against them; no second copy of the model is kept.
+- `choose(products, setting)`: from which row count each product takes that path. `auto` times both
+  ways on this machine, once per product shape and thread count (product_timing.py), and keeps the answer
+  in the kernels' cache folder, so every later start (and every process of a server) chooses the same.
+
+Below the crossover the GGUF kernel runs, and a row's result there never depends on its batch; at and above
+it the GEMM's does (as on a GPU): the same prompt may round differently alone and in a batch of 64.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import torch
+import torch.nn.functional as F
+
+from minisgl import kernels
+
+logger = logging.getLogger(__name__)
+
+TILE_BYTES = 4 << 20  # the most of one weight made whole at a time: SmolLM2's largest layer fits in one tile
+_scratch: dict[int, torch.Tensor] = {}  # thread id -> its bfloat16 scratch buffer
+NAMES = {kernels.Q4_0: "q4_0", kernels.Q4_1: "q4_1", kernels.Q8_0: "q8_0"}
+
+
+def tile_columns(n: int, k: int) -> int:
+    """Output columns per tile: as many whole groups of the packed layout as TILE_BYTES holds, at most n."""
+    group = kernels._group
+    return min(n, max(group, TILE_BYTES // (2 * k) // group * group))
+
+
+def scratch(elements: int) -> torch.Tensor:
+    """This thread's scratch buffer, grown to at least `elements` bfloat16 values (never shrunk)."""
+    thread = threading.get_ident()
+    buf = _scratch.get(thread)
+    if buf is None or buf.numel() < elements:
+        buf = _scratch[thread] = torch.empty(elements, dtype=torch.bfloat16)
+    return buf
+
+
+def dequantize(packed: torch.Tensor, ggml_type: int, k: int, n0: int, n1: int, out: torch.Tensor) -> None:
+    """Columns n0 .. n1 - 1 of the weight (rows of `out`, bfloat16 [n1 - n0, k]); n0 a multiple of the
+    packed group."""
+    assert out.dtype == torch.bfloat16 and out.is_contiguous() and out.numel() >= (n1 - n0) * k
+    assert n0 % kernels._group == 0 and 0 <= n0 < n1
+    kernels._lib.dequant_bf16(packed.data_ptr(), out.data_ptr(), n0, n1, k, ggml_type,
+                              torch.get_num_threads())
+
+
+def weight(packed: torch.Tensor, ggml_type: int, n: int, k: int) -> torch.Tensor:
+    """The whole weight, bfloat16 [n, k], in a tensor of its own (for tests and benchmarks)."""
+    out = torch.empty(n, k, dtype=torch.bfloat16)
+    dequantize(packed, ggml_type, k, 0, n, out)
+    return out
+
+
+def gemm(x: torch.Tensor, packed: torch.Tensor, ggml_type: int, n: int, k: int) -> torch.Tensor:
+    """x [..., k] (bfloat16, contiguous) @ W.T, W dequantized tile by tile. While a CPU graph records
+    (kernels/graph.py), the product is recorded as one torch step on the same tensors."""
+    rows = x.numel() // k
+    x2 = x.view(rows, k)
+    out = torch.empty(rows, n, dtype=torch.bfloat16)
+    cols = tile_columns(n, k)
+    buf = scratch(cols * k)
+
+    def run() -> None:
+        for n0 in range(0, n, cols):
+            n1 = min(n, n0 + cols)
+            w = buf[: (n1 - n0) * k].view(n1 - n0, k)
+            dequantize(packed, ggml_type, k, n0, n1, w)
+            if n1 - n0 == n:
+                torch.mm(x2, w.t(), out=out)  # F.linear(x2, w)'s product, into out
+            else:
+                out[:, n0:n1] = F.linear(x2, w)
+
+    run()
+    if kernels._recorders:
+        recorder = kernels._recorders.get(threading.get_ident())
+        if recorder is not None:
+            recorder.add_step(run, keep=(x, out, packed, buf))
+    return out.view(*x.shape[:-1], n)
+
+
+def setting_rows(setting: str | int) -> int | None:
+    """--dequant-gemm-rows as a number (ServerArgs has checked it): None for off."""
+    return None if setting == "off" else int(setting)
+
+
+def model_products(model: torch.nn.Module) -> dict[str, list]:
+    """The model's GGUF products (kernels.block_linear's, held by the quantized layers as `product`, or as
+    `matmul` by a Q8_0 embedding whose product is the tied lm_head), by the name their layers share."""
+    found: dict[str, list] = {}
+    for name, module in model.named_modules():
+        product = getattr(module, "product", None) or getattr(module, "matmul", None)
+        if callable(product) and hasattr(product, "gemm_rows"):
+            kind = name.rpartition(".")[2]
+            found.setdefault("lm_head" if kind == "embed_tokens" else kind, []).append(product)
+    return found
+
+
+def choose(products: dict[str, list], setting: str = "auto") -> dict[str, int | None]:
+    """Set every product's `gemm_rows` (products: name -> kernels.block_linear products; products of one
+    shape share one answer) and return name -> rows for the first of each name (None: the GGUF kernel at
+    every row count)."""
+    every = [p for ps in products.values() for p in ps]
+    if not every:
+        return {}
+    if setting == "auto":
+        from minisgl.kernels.product_timing import crossovers
+
+        by_shape = crossovers({p.shape for p in every}, every)
+    else:
+        rows = setting_rows(setting)
+        by_shape = {p.shape: rows for p in every}
+    for p in every:
+        p.gemm_rows = by_shape[p.shape]
+    return {name: ps[0].gemm_rows for name, ps in products.items()}
+
+
+def describe(products: dict[str, list], chosen: dict[str, int | None]) -> str:
+    """One line: each product's type and shape, and from which row count it dequantizes."""
+    parts = []
+    for name, ps in products.items():
+        ggml_type, n, k = ps[0].shape
+        rows = chosen[name]
+        how = "GGUF kernel at every row count" if rows is None else \
+            f"GGUF kernel below {rows} rows, GEMM from {rows}"
+        parts.append(f"{name} {NAMES[ggml_type]} {n}x{k}: {how}")
+    return "; ".join(parts)

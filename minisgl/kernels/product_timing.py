@@ -1,0 +1,120 @@
+"""How many rows a product needs before dequantizing its GGUF blocks for oneDNN's GEMM pays (dequant_gemm.py).
+
+Timed on this machine, once per product shape (ggml type, columns, depth) and torch thread count, and kept
+in the kernels' cache folder beside their library: the first process to start measures (about a tenth of
+a second for SmolLM2's five shapes, longer on a busy machine) while any other waits on the file's lock, and
+every later start reads the same answer, so every process of a server runs the same products.
+
+For each rung of LADDER rows, the GGUF kernel and the dequantize-and-GEMM path each run on the same
+random x (the fastest of REPEATS calls, after one to warm up). The crossover is the first rung where the
+GEMM wins at that rung and the next: one win on a noisy machine does not set it. A shape of many columns
+(a tied lm_head's 49,152) is timed on its first tile only: both ways cost the same per tile.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from minisgl import kernels
+from minisgl.file_lock import exclusive
+from minisgl.kernels import dequant_gemm
+from minisgl.kernels.build import cache_dir
+
+logger = logging.getLogger(__name__)
+
+LADDER = (2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+REPEATS = 3
+Shape = tuple[int, int, int]  # ggml type, n, k
+
+
+def cache_file() -> Path:
+    """The answers for this kernel build (its file name names the sources, compiler and CPU) and torch."""
+    build = Path(kernels._lib._name).stem
+    return cache_dir() / f"products-{build}-torch{torch.__version__}.json"
+
+
+def _key(shape: Shape) -> str:
+    ggml_type, n, k = shape
+    return f"{dequant_gemm.NAMES[ggml_type]} {n}x{k} threads={torch.get_num_threads()}"
+
+
+def crossovers(shapes: set[Shape], products: list) -> dict[Shape, int | None]:
+    """Each shape's crossover (None: the GEMM never won up to the last rung), from the cache or timed now."""
+    path = cache_file()
+    known = _read(path)
+    if any(_key(s) not in known for s in shapes):
+        with exclusive(path):
+            known = _read(path)  # another process may have measured while this one waited
+            missing = [s for s in sorted(shapes) if _key(s) not in known]
+            if missing:
+                by_shape = {p.shape: p for p in products}
+                started = time.perf_counter()
+                for shape in missing:
+                    known[_key(shape)] = crossover(by_shape[shape])
+                logger.info("timed the GGUF kernel against dequantize + GEMM for %d product shape(s) in "
+                            "%.2f s", len(missing), time.perf_counter() - started)
+                _write(path, known)
+    return {s: known[_key(s)] for s in shapes}
+
+
+def crossover(product) -> int | None:
+    """The first rung of LADDER from which dequantize + GEMM is faster than the GGUF kernel, here and at the
+    next rung (at the last rung, there alone)."""
+    ggml_type, n, k = product.shape
+    cols = dequant_gemm.tile_columns(n, k)  # one tile: the GGUF kernel's time is as linear in n as the GEMM's
+    packed = product.packed
+    gen = torch.Generator().manual_seed(0)
+    wins = [False] * len(LADDER)
+    for i, rows in enumerate(LADDER):
+        x = torch.randn(rows, k, generator=gen).to(torch.bfloat16)
+        kernel = _fastest(lambda: _kernel(x, packed, ggml_type, cols, k))
+        gemm = _fastest(lambda: dequant_gemm.gemm(x, packed, ggml_type, cols, k))
+        wins[i] = gemm < kernel
+        if i >= 1 and wins[i - 1] and wins[i]:
+            return LADDER[i - 1]
+    return LADDER[-1] if wins[-1] else None
+
+
+def _kernel(x: torch.Tensor, packed: torch.Tensor, ggml_type: int, n: int, k: int) -> torch.Tensor:
+    """The GGUF kernel on the first n columns (whole groups: a prefix of the packed buffer)."""
+    out = torch.empty(x.shape[0], n, dtype=torch.bfloat16)
+    name = "q8_0_linear" if ggml_type == kernels.Q8_0 else "q4_linear"
+    extra = () if ggml_type == kernels.Q8_0 else (ggml_type,)
+    kernels._fn(name, torch.bfloat16)(x.data_ptr(), packed.data_ptr(), out.data_ptr(), x.shape[0], n, k,
+                                      *extra, torch.get_num_threads())
+    return out
+
+
+def _fastest(call) -> float:
+    call()
+    best = float("inf")
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write(path: Path, known: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".products-", suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(known, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only cache folder: the answer holds for this process only
+        logger.warning("cannot keep the product timings in %s: %s", path, e)

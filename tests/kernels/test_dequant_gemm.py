@@ -1,0 +1,136 @@
+"""GGUF products from a row count on: the blocks dequantized into a scratch buffer and multiplied by oneDNN's
+GEMM (kernels/dequant_gemm.py, csrc/dequant.cpp), chosen per product and row count (product_timing.py).
+
+What it promises:
+- the dequantized weights are `--quantization none`'s, bit for bit: gguf's float32 value rounded to bfloat16;
+- the product equals F.linear with those weights bit for bit, in one tile or in several;
+- a layer's product switches at its `gemm_rows`, and bfloat16 only;
+- `auto` times the two ways once per shape and keeps the answer; off and N set every product;
+- a CPU graph records the GEMM as a torch step and its replay computes on new inputs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from minisgl import kernels
+from minisgl.kernels import dequant_gemm, product_timing
+from minisgl.kernels import graph as kernel_graph
+
+pytestmark = pytest.mark.skipif(not kernels.load(), reason="the C++ cpu kernels did not build here")
+KINDS = {"q4_0": kernels.Q4_0, "q4_1": kernels.Q4_1, "q8_0": kernels.Q8_0}
+
+
+def _blocks(kind: str, n: int, k: int, seed: int):
+    """(kernels.block_linear product, float32 weight as gguf dequantizes it) of random weights."""
+    from gguf.constants import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    qtype = GGMLQuantizationType[kind.upper()]
+    w = np.random.default_rng(seed).standard_normal((n, k)).astype(np.float32) * 0.05
+    w[:, 3] *= 30  # a block with a large scale beside small ones
+    raw = quantize(w, qtype)
+    ref = torch.from_numpy(np.asarray(dequantize(raw, qtype), dtype=np.float32).reshape(n, k))
+    return kernels.block_linear(torch.from_numpy(np.ascontiguousarray(raw)), KINDS[kind]), ref
+
+
+def _x(rows: int, k: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(rows, k, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_weights_are_quantization_nones_bit_for_bit(kind):
+    """n = 37: the last packed group is short; a slice from a group's start is that slice of the weight."""
+    product, ref = _blocks(kind, 37, 160, seed=1)
+    want = ref.to(torch.bfloat16)  # what the loader gives --quantization none
+    got = dequant_gemm.weight(product.packed, KINDS[kind], 37, 160)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    group = kernels._group
+    part = torch.empty(37 - group, 160, dtype=torch.bfloat16)
+    dequant_gemm.dequantize(product.packed, KINDS[kind], 160, group, 37, part)
+    assert torch.equal(part, want[group:])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_product_is_f_linear_with_those_weights_in_one_tile_or_several(kind, monkeypatch):
+    product, ref = _blocks(kind, 100, 256, seed=2)
+    w, x = ref.to(torch.bfloat16), _x(40, 256)
+    ggml_type, n, k = product.shape
+    assert torch.equal(dequant_gemm.gemm(x, product.packed, ggml_type, n, k), F.linear(x, w))
+    monkeypatch.setattr(dequant_gemm, "TILE_BYTES", 2 * 256 * 2 * kernels._group)  # two groups a tile
+    assert dequant_gemm.tile_columns(n, k) == 2 * kernels._group < n
+    assert torch.equal(dequant_gemm.gemm(x.view(4, 10, 256), product.packed, ggml_type, n, k),
+                       F.linear(x, w).view(4, 10, n))
+
+
+def test_a_layer_switches_at_its_row_count_and_for_bfloat16_only():
+    product, ref = _blocks("q4_1", 64, 128, seed=3)
+    kernel_only = {rows: product(_x(rows, 128, rows)) for rows in (3, 4, 9)}  # gemm_rows is None: the kernel
+    product.gemm_rows = 4
+    w = ref.to(torch.bfloat16)
+    assert torch.equal(product(_x(3, 128, 3)), kernel_only[3])
+    for rows in (4, 9):
+        got = product(_x(rows, 128, rows))
+        assert torch.equal(got, F.linear(_x(rows, 128, rows), w)) and not torch.equal(got, kernel_only[rows])
+    x32 = _x(9, 128).float()
+    float_path = product(x32)
+    product.gemm_rows = None
+    assert torch.equal(float_path, product(x32))  # float32 x keeps the kernel's exact float32 path
+
+
+def test_off_and_a_number_set_every_product():
+    a, _ = _blocks("q4_0", 32, 64, seed=4)
+    b, _ = _blocks("q8_0", 48, 64, seed=5)
+    products = {"qkv_proj": [a], "lm_head": [b]}
+    assert dequant_gemm.choose(products, "12") == {"qkv_proj": 12, "lm_head": 12}
+    assert a.gemm_rows == b.gemm_rows == 12
+    assert dequant_gemm.choose(products, "off") == {"qkv_proj": None, "lm_head": None}
+    assert a.gemm_rows is None and b.gemm_rows is None
+    line = dequant_gemm.describe(products, {"qkv_proj": 16, "lm_head": None})
+    assert line == ("qkv_proj q4_0 32x64: GGUF kernel below 16 rows, GEMM from 16; "
+                    "lm_head q8_0 48x64: GGUF kernel at every row count")
+
+
+def test_auto_times_each_shape_once_and_every_later_choice_reads_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINISGL_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(product_timing, "LADDER", (2, 64, 256))  # three rungs: a short test
+    a, _ = _blocks("q4_1", 512, 256, seed=6)
+    twin, _ = _blocks("q4_1", 512, 256, seed=7)  # same shape: one timing for both
+    products = {"gate_up_proj": [a, twin]}
+    chosen = dequant_gemm.choose(products, "auto")
+    saved = json.loads(product_timing.cache_file().read_text())
+    assert list(saved.values()) == [chosen["gate_up_proj"]] and chosen["gate_up_proj"] in (None, 2, 64, 256)
+    assert a.gemm_rows == twin.gemm_rows == chosen["gate_up_proj"]
+    key = next(iter(saved))
+    assert key == f"q4_1 512x256 threads={torch.get_num_threads()}"
+    product_timing.cache_file().write_text(json.dumps({key: 7}))  # what an earlier start measured
+    assert dequant_gemm.choose(products, "auto") == {"gate_up_proj": 7} and twin.gemm_rows == 7
+
+
+def test_a_cpu_graph_records_the_gemm_as_a_step_and_replays_it_on_new_inputs():
+    product, ref = _blocks("q4_1", 96, 128, seed=8)
+    product.gemm_rows = 2
+    x = _x(5, 128, seed=9)
+    with kernel_graph.record() as recorder:
+        h = kernels.rms_norm(x, torch.ones(128, dtype=torch.bfloat16), 1e-6)
+        out = product(h)
+    graph = recorder.graph()
+    assert len(graph) == 1 and len(graph.steps) == 1 and graph.steps[0][0] == 1  # after the norm
+    x.copy_(_x(5, 128, seed=10))
+    graph.replay()
+    want = F.linear(kernels.rms_norm(x, torch.ones(128, dtype=torch.bfloat16), 1e-6), ref.to(torch.bfloat16))
+    assert torch.equal(out, want)
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "many", "1.5"])
+def test_a_bad_setting_is_refused_naming_the_flag(bad):
+    from minisgl.server_args import ServerArgs
+
+    with pytest.raises(ValueError, match=f"--dequant-gemm-rows must be auto, off or a number of rows >= 1, "
+                                         f"not '{bad}'"):
+        ServerArgs(dequant_gemm_rows=bad).validate()
