@@ -1,6 +1,10 @@
-"""One decode step's matrix products, three ways, side by side in one run: minisgl's GGUF kernel, torch's
-bfloat16 F.linear (what transformers and `--quantization none` multiply with) and torch's int4 weight-only
-kernel (`aten._weight_int4pack_mm_for_cpu`, minisgl's fall-back without a compiler).
+"""One decode step's matrix products, four ways, side by side in one run: minisgl's GGUF kernel, minisgl's
+blocks dequantized into a bfloat16 scratch and multiplied by oneDNN's GEMM (kernels/dequant_gemm.py), torch's
+bfloat16 F.linear on weights kept whole (what transformers and `--quantization none` multiply with) and
+torch's int4 weight-only kernel (`aten._weight_int4pack_mm_for_cpu`, minisgl's fall-back without a
+compiler). The engine runs the first below each product's crossover and the second from it
+(--dequant-gemm-rows auto); the crossovers it chose on this machine are printed, and the "chosen" column is
+what the engine's product costs at that row count.
 
     python benchmarks/bench_products.py                        # one thread, rows 1, 8, 32, 64
     python benchmarks/bench_products.py --rows 5,16 --repeats 31
@@ -37,12 +41,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minisgl import kernels  # noqa: E402
+from minisgl.kernels import dequant_gemm  # noqa: E402
 from minisgl.layers.quantization.gguf import INT4_TYPES, GGUFInt4Linear, decode_blocks  # noqa: E402
 from minisgl.model_loader.bundled import bundled_model_path  # noqa: E402
 from minisgl.model_loader.gguf_dequant import dequantize  # noqa: E402
 from minisgl.model_loader.gguf_weights import read_gguf_config, read_gguf_linear_blocks  # noqa: E402
 
-WAYS = ("gguf", "F.linear bf16", "int4pack")
+WAYS = ("gguf", "dequant+GEMM", "F.linear bf16", "int4pack")
 FUSED = {  # the engine's product -> the checkpoint weights it stacks along N (models/llama.py)
     "qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
     "o_proj": ("self_attn.o_proj",),
@@ -79,7 +84,8 @@ def load_products(path: Path) -> tuple[list[Product], int]:
         k = raw.shape[1] // kernels.BLOCK_BYTES[ggml_type] * 32
         weight = torch.from_numpy(np.asarray(dequantize(raw, ggml_type), np.float32).reshape(raw.shape[0], k))
         product = Product(name, ggml_type, weight)
-        product.calls["gguf"] = kernels.block_linear(torch.from_numpy(raw), ggml_type)
+        gguf = product.calls["gguf"] = kernels.block_linear(torch.from_numpy(raw), ggml_type)
+        product.calls["dequant+GEMM"] = lambda x, f=gguf: dequant_gemm.gemm(x, f.packed, *f.shape)
         bf16 = weight.to(torch.bfloat16)
         product.calls["F.linear bf16"] = lambda x, w=bf16: torch.nn.functional.linear(x, w)
         if ggml_type in INT4_TYPES:  # minisgl's fall-back layer, as the engine builds it without the C++ kernels
@@ -112,15 +118,22 @@ def measure(products: list[Product], rows: list[int], repeats: int) -> list[dict
     return records
 
 
-def step_totals(records: list[dict], layers: int) -> dict[int, dict[str, float]]:
-    """Per row count, one decode step's products in ms per way: the layer's products times `layers`, plus
-    lm_head (with F.linear for a way that does not take lm_head's type)."""
+def chosen_way(rec: dict, crossovers: dict[str, int | None]) -> str:
+    """The way the engine runs this record's product at its row count (--dequant-gemm-rows auto)."""
+    rows = crossovers.get(rec["product"])
+    return "dequant+GEMM" if rows is not None and rec["rows"] >= rows else "gguf"
+
+
+def step_totals(records: list[dict], layers: int, crossovers: dict[str, int | None]) -> dict[int, dict[str, float]]:
+    """Per row count, one decode step's products in ms per way, and "chosen": the layer's products times
+    `layers`, plus lm_head (with F.linear for a way that does not take lm_head's type)."""
     totals: dict[int, dict[str, float]] = {}
     for rec in records:
-        per_way = totals.setdefault(rec["rows"], {way: 0.0 for way in WAYS})
+        per_way = totals.setdefault(rec["rows"], {way: 0.0 for way in (*WAYS, "chosen")})
         times = 1 if rec["product"] == "lm_head" else layers
         for way in WAYS:
             per_way[way] += times * rec["ms"].get(way, rec["ms"]["F.linear bf16"])
+        per_way["chosen"] += times * rec["ms"][chosen_way(rec, crossovers)]
     return totals
 
 
@@ -157,22 +170,24 @@ def main(argv=None) -> int:
           f"{torch.backends.cpu.get_cpu_capability()}, AMX: {amx_flags()}; GGUF products: {kernels.packed_loop()}",
           flush=True)
     products, layers = load_products(path)
+    crossovers = dequant_gemm.choose({p.name: [p.calls["gguf"]] for p in products}, "auto")
+    print("--dequant-gemm-rows auto on this machine: " + ", ".join(
+        f"{name} from {rows} rows" if rows else f"{name} never" for name, rows in crossovers.items()), flush=True)
     records = measure(products, rows, args.repeats)
-    print(f"\n{'product':13s} {'type':>4s} {'rows':>4s} " + " ".join(f"{w + ' ms':>16s}" for w in WAYS)
-          + f" {'gguf / bf16':>11s} {'gguf / int4':>11s}  largest difference from float32 (gguf, bf16, int4)")
+    print(f"\n{'product':13s} {'type':>4s} {'rows':>4s} " + " ".join(f"{w + ' ms':>14s}" for w in WAYS)
+          + f" {'chosen':>12s} {'chosen/bf16':>11s}  largest difference from float32 (" + ", ".join(WAYS) + ")")
     names = {2: "Q4_0", 3: "Q4_1", 8: "Q8_0"}
     for rec in records:
-        ms = rec["ms"]
-        cells = " ".join(f"{ms[w]:16.3f}" if w in ms else f"{'-':>16s}" for w in WAYS)
-        int4 = f"{ms['gguf'] / ms['int4pack']:10.2f}x" if "int4pack" in ms else f"{'-':>11s}"
+        ms, way = rec["ms"], chosen_way(rec, crossovers)
+        cells = " ".join(f"{ms[w]:14.3f}" if w in ms else f"{'-':>14s}" for w in WAYS)
         diffs = ", ".join(f"{rec['diff'][w]:.1e}" if w in rec["diff"] else "-" for w in WAYS)
         print(f"{rec['product']:13s} {names.get(rec['ggml_type'], rec['ggml_type']):>4} {rec['rows']:4d} {cells} "
-              f"{ms['gguf'] / ms['F.linear bf16']:10.2f}x {int4}  {diffs}")
+              f"{way:>12s} {ms[way] / ms['F.linear bf16']:10.2f}x  {diffs}")
     print(f"\none decode step's products ({layers} layers x 4 products + lm_head), ms; int4pack's lm_head is F.linear")
-    print(f"{'rows':>4s} " + " ".join(f"{w:>16s}" for w in WAYS) + f" {'gguf / bf16':>11s} {'gguf / int4':>11s}")
-    for r, t in step_totals(records, layers).items():
-        print(f"{r:4d} " + " ".join(f"{t[w]:16.2f}" for w in WAYS)
-              + f" {t['gguf'] / t['F.linear bf16']:10.2f}x {t['gguf'] / t['int4pack']:10.2f}x")
+    print(f"{'rows':>4s} " + " ".join(f"{w:>14s}" for w in (*WAYS, "chosen")) + f" {'chosen/bf16':>11s}")
+    for r, t in step_totals(records, layers, crossovers).items():
+        print(f"{r:4d} " + " ".join(f"{t[w]:14.2f}" for w in (*WAYS, "chosen"))
+              + f" {t['chosen'] / t['F.linear bf16']:10.2f}x")
     return 0
 
 

@@ -1,14 +1,18 @@
-"""--quantization gguf against the dequantized bf16 model, transformers and llama.cpp: decode speed,
-greedy agreement, memory.
+"""--quantization gguf against the dequantized bf16 model, transformers and llama.cpp: prefill and decode
+speed, greedy agreement, memory.
 
     python benchmarks/bench_quant.py --threads 1 --batches 1,8        # about 10 minutes on a 2-core box
     python benchmarks/bench_quant.py --threads 1                      # 32 and 64 add long prompts: much longer
     python benchmarks/bench_quant.py --threads 1 --llama-python ENV/bin/python   # with llama.cpp beside it
 
-- decode tok/s at --batches (bench_forward.py's workload: equal prompts of --prompt-len tokens, one
-  untimed EXTEND, then --decode-rounds timed greedy DECODE rounds) for minisgl bf16 dequantized
-  (--quantization none), minisgl --quantization gguf, and transformers on the same dequantized weights
-  in bf16 (skip with --no-hf), interleaved A, B, C, A, B, C, ... --repeats times, medians; above batch 1,
+- which products of the gguf model run the GGUF kernel and from which row count they dequantize their
+  blocks for oneDNN's GEMM (--dequant-gemm-rows auto, the default: timed once per machine);
+- prefill tok/s of one prompt of each of --prefills tokens, and decode tok/s at --batches (bench_forward.py's
+  workload: equal prompts of --prompt-len tokens, one untimed EXTEND, then --decode-rounds timed greedy
+  DECODE rounds), for minisgl bf16 dequantized (--quantization none), minisgl --quantization gguf as it
+  runs (the product chosen per row count), the same with the GGUF kernel at every row count
+  (--dequant-gemm-rows off), and transformers on the same dequantized weights in bf16 (skip with --no-hf),
+  interleaved A, B, C, D, A, B, C, D, ... --repeats times, medians; above batch 1,
   one more transformers decode with a clock around each nn.Linear call: what share of its step its own
   products take, beside the length of a step at twice its speed;
 - llama.cpp's batch-1 decode on the same GGUF file and thread count (--llama-python: a Python with
@@ -22,7 +26,8 @@ greedy agreement, memory.
   share before the first difference (after one, the two continue from different texts). The dequantized
   bf16 model against float32 (the exact reference) is printed beside it, for scale;
 - memory: each model's tensors (weights, packed codes, scales), and the process RSS of a fresh process
-  that loads only that model (its KV pool kept small): what a scheduler process holds for its model.
+  that loads only that model (its KV pool kept small) and prefills one 512-token prompt (so the scratch
+  buffer of the dequantized products is in it): what a scheduler process holds for its model.
 """
 
 from __future__ import annotations
@@ -47,8 +52,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_forward import (  # noqa: E402
     batch_prompts,
     engine_decode,
+    engine_prefill,
     hf_decode,
     hf_generate,
+    hf_prefill,
     load_hf_model,
     make_prompt,
     measure,
@@ -67,7 +74,8 @@ CHAT_PROMPTS = [  # the same five as tests/conftest.py
     "List three prime numbers.",
     "Who wrote Romeo and Juliet? Answer briefly, then tell me one more play by the same author.",
 ]
-MODES = {"bf16": ("bfloat16", "none"), "bf16+gguf": ("bfloat16", "gguf"), "fp32": ("float32", "none")}
+MODES = {"bf16": ("bfloat16", "none", "auto"), "bf16+gguf": ("bfloat16", "gguf", "auto"),
+         "gguf kernel": ("bfloat16", "gguf", "off"), "fp32": ("float32", "none", "auto")}
 LLAMA_CHILD = """
 import json, sys, time
 import numpy as np
@@ -138,10 +146,11 @@ def hf_products(model, prompts: list[list[int]], rounds: int, pad_id: int) -> tu
 
 
 def load(model, mode: str, kv_tokens: int, batch: int) -> ModelRunner:
-    dtype, quant = MODES[mode]
+    """Each mode loads weights of its own: --dequant-gemm-rows lives in the quantized products."""
+    dtype, quant, gemm_rows = MODES[mode]
     src = resolve_model(model)
     args = ServerArgs(model=model, dtype=dtype, quantization=quant, max_total_tokens=kv_tokens,
-                      max_running_requests=batch)
+                      max_running_requests=batch, dequant_gemm_rows=gemm_rows)
     return ModelRunner(load_model_config(src), src, args)
 
 
@@ -194,6 +203,8 @@ def main(argv=None) -> int:
     p.add_argument("--decode-rounds", type=int, default=16)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batches", default="1,8,32,64", help="comma-separated decode batch sizes (default: 1,8,32,64)")
+    p.add_argument("--prefills", default="128,512,2048",
+                   help="comma-separated prompt lengths, one prefill each (default: 128,512,2048; none: '')")
     p.add_argument("--no-hf", action="store_true", help="skip the transformers column")
     p.add_argument("--no-bf16", action="store_true", help="skip the dequantized bf16 engine (its prefill of large "
                    "batches is slow on a CPU without bfloat16 instructions); implies --skip-agreement")
@@ -208,40 +219,61 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     if args.rss_of:  # the child of child_rss
         before = rss_mib()
-        runner = load(args.model, args.rss_of, 256, 1)
+        runner = load(args.model, args.rss_of, 1024, 1)
+        engine_prefill(runner, make_prompt(load_tokenizer(resolve_model(args.model)), 512))
         print(json.dumps({"rss_mib": rss_mib(), "before_mib": before, "tensor_mib": tensor_mib(runner)}))
         return 0
 
     try:
         batches = [int(b) for b in args.batches.split(",")]
+        prefills = [int(n) for n in args.prefills.split(",") if n]
     except ValueError:
-        p.error(f"--batches must be comma-separated numbers, not {args.batches!r}")
+        p.error(f"--batches and --prefills must be comma-separated numbers, not {args.batches!r}, "
+                f"{args.prefills!r}")
     if args.llama_python and not Path(args.llama_python).exists():
         p.error(f"--llama-python {args.llama_python}: no such file")
-    kv = max(batches) * (args.prompt_len + args.decode_rounds + 1) + 16
+    kv = max(max(batches) * (args.prompt_len + args.decode_rounds + 1) + 16, max(prefills, default=0) + 16)
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, {threads} thread(s), cpu count {os.cpu_count()}, load average "
           f"{os.getloadavg()[0]:.1f}; GGUF products: {kernels.packed_loop()}", flush=True)
     if args.no_bf16:
         args.skip_agreement = True
     runners = {}
-    for mode in [m for m in MODES if not (args.no_bf16 and m != "bf16+gguf")]:
+    for mode in [m for m in MODES if not (args.no_bf16 and m not in ("bf16+gguf", "gguf kernel"))]:
         t0 = time.perf_counter()
         runners[mode] = load(args.model, mode, max(kv, 1024), max(batches))
-        print(f"loaded {mode:10s} in {time.perf_counter() - t0:4.1f}s, tensors {tensor_mib(runners[mode]):6.1f} MiB",
-              flush=True)
-    bf16, q = runners.get("bf16"), runners["bf16+gguf"]
+        print(f"loaded {mode:11s} in {time.perf_counter() - t0:4.1f}s, tensors {tensor_mib(runners[mode]):6.1f} "
+              "MiB", flush=True)
+    bf16, q, kernel_only = runners.get("bf16"), runners["bf16+gguf"], runners["gguf kernel"]
+    print("\ngguf products (--dequant-gemm-rows auto): "
+          + ", ".join(f"{name} GEMM from {rows} rows" if rows else f"{name} GGUF kernel always"
+                      for name, rows in q.dequant_gemm_rows.items()), flush=True)
     src = resolve_model(args.model)
     tokenizer = load_tokenizer(src)
     hf = None if args.no_hf else load_hf_model(src)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     base = make_prompt(tokenizer, args.prompt_len)
 
+    if prefills:
+        print(f"\nprefill tok/s (one prompt, median of {args.repeats}, interleaved): bf16 = --quantization none, "
+              "gguf = as it runs, kernel = the GGUF kernel at every row count")
+    for n in prefills:
+        prompt = make_prompt(tokenizer, n)
+        engines = [r for r in (bf16, q, kernel_only) if r is not None]
+        fns = [lambda r=r: engine_prefill(r, prompt) for r in engines]
+        if hf is not None:
+            fns.append(lambda: hf_prefill(hf, prompt))
+        rate = dict(zip(["bf16"] * (bf16 is not None) + ["gguf", "kernel"] + ["transformers"] * (hf is not None),
+                        (n / s for s, _ in measure(fns, args.repeats, "median"))))
+        print(f"  {n:5d} tokens: " + "   ".join(f"{k} {v:7.1f}" for k, v in rate.items())
+              + "   gguf: " + ", ".join(f"{rate['gguf'] / v:4.2f}x {k}" for k, v in rate.items() if k != "gguf"),
+              flush=True)
+
     print(f"\ndecode tok/s ({args.decode_rounds} rounds after a {args.prompt_len}-token prompt, median of "
           f"{args.repeats}, interleaved; others' CPU share in brackets)")
     for b in batches:
         prompts = batch_prompts(base, b)
-        engines = [r for r in (bf16, q) if r is not None]
+        engines = [r for r in (bf16, q, kernel_only) if r is not None]
         fns = [lambda r=r: engine_decode(r, prompts, args.decode_rounds)[0] for r in engines]
         if hf is not None:
             fns.append(lambda: hf_decode(hf, prompts, args.decode_rounds, pad)[0])
@@ -251,11 +283,12 @@ def main(argv=None) -> int:
         if bf16 is None:
             rate.insert(0, None)
         busy = " ".join(f"[{o:.0%}]" if o is not None else "" for _, o in res)
-        line = f"  batch {b:2d}: gguf {rate[1]:7.1f}"
+        line = f"  batch {b:2d}: gguf {rate[1]:7.1f}   kernel {rate[2]:7.1f} ({rate[1] / rate[2]:4.2f}x)"
         if rate[0] is not None:
-            line = f"  batch {b:2d}: bf16 {rate[0]:7.1f}   gguf {rate[1]:7.1f} ({rate[1] / rate[0]:4.2f}x bf16)"
+            line = (f"  batch {b:2d}: bf16 {rate[0]:7.1f}   gguf {rate[1]:7.1f} ({rate[1] / rate[0]:4.2f}x bf16)"
+                    f"   kernel {rate[2]:7.1f} (gguf {rate[1] / rate[2]:4.2f}x)")
         if hf is not None:
-            line += f"   transformers bf16 {rate[2]:7.1f} (gguf {rate[1] / rate[2]:4.2f}x)"
+            line += f"   transformers bf16 {rate[3]:7.1f} (gguf {rate[1] / rate[3]:4.2f}x)"
         print(f"{line}  {busy}", flush=True)
         if hf is not None and b > 1:  # what bounds the ratio: transformers' own products
             step, products = (t / args.decode_rounds * 1e3 for t in hf_products(hf, prompts, args.decode_rounds, pad))
@@ -285,20 +318,21 @@ def main(argv=None) -> int:
 
     chats = [list(tokenizer.apply_chat_template([{"role": "user", "content": c}], add_generation_prompt=True,
                                                 tokenize=True, return_dict=False)) for c in CHAT_PROMPTS]
-    answers = {m: [greedy_generate(r, [c], args.new_tokens)[0] for c in chats] for m, r in runners.items()}
+    answers = {m: [greedy_generate(r, [c], args.new_tokens)[0] for c in chats] for m, r in runners.items()
+               if m != "gguf kernel"}
     n = sum(len(a) for a in answers["bf16"])
     print(f"\ngreedy agreement on {len(chats)} chat prompts x {args.new_tokens} tokens ({n} tokens)")
     for x, y in (("bf16+gguf", "bf16"), ("bf16", "fp32"), ("bf16+gguf", "fp32")):
         same, prefix = agreement(answers[x], answers[y])
         print(f"  {x:10s} vs {y:5s}: {same:6.1%} of positions equal, {prefix:6.1%} before the first difference")
 
-    print("\nprocess RSS of a fresh process loading one model (256-slot KV pool)")
-    for mode in ("bf16", "bf16+gguf"):
+    print("\nprocess RSS of a fresh process loading one model (1,024-slot KV pool) and prefilling 512 tokens")
+    for mode in ("bf16", "bf16+gguf", "gguf kernel"):
         r = child_rss(args.model, mode)
         if "error" in r:
-            print(f"  {mode:10s}: not measured ({r['error']})")
+            print(f"  {mode:11s}: not measured ({r['error']})")
         else:
-            print(f"  {mode:10s}: {r['rss_mib']:6.1f} MiB ({r['rss_mib'] - r['before_mib']:6.1f} MiB more than "
+            print(f"  {mode:11s}: {r['rss_mib']:6.1f} MiB ({r['rss_mib'] - r['before_mib']:6.1f} MiB more than "
                   f"after the imports; tensors {r['tensor_mib']:6.1f} MiB)", flush=True)
     return 0
 
