@@ -132,7 +132,7 @@ SCHED_CONFIG = _event("sched.config", {
     "disable_radix_cache": "server arg", "enable_mixed_chunk": "server arg",
     "overlap_schedule": v2("true when the overlap loop runs (absent otherwise): results processed one round "
                            "late"),
-    "dequant_gemm_rows": v2("with GGUF blocks kept (bfloat16): per product (qkv_proj, …, lm_head), the rows "
+    "dequant_gemm_rows": v2("with GGUF blocks kept (bfloat16): per product (qkv_proj ... lm_head), the rows "
                             "from which its blocks are dequantized for oneDNN's GEMM (null: never)")})
 SCHED_REQ_CREATED = _event("sched.req_created", {
     "type": "Req", "input_len": "prompt tokens", "sampling_params": "as the scheduler runs them",

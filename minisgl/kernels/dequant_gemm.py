@@ -31,7 +31,7 @@ from minisgl import kernels
 logger = logging.getLogger(__name__)
 
 TILE_BYTES = 4 << 20  # the most of one weight made whole at a time: SmolLM2's largest layer fits in one tile
-_scratch: dict[int, torch.Tensor] = {}  # thread id -> its bfloat16 scratch buffer
+_scratch = threading.local()  # each thread's bfloat16 scratch buffer (`buf`), gone with its thread
 NAMES = {kernels.Q4_0: "q4_0", kernels.Q4_1: "q4_1", kernels.Q8_0: "q8_0"}
 
 
@@ -43,10 +43,9 @@ def tile_columns(n: int, k: int) -> int:
 
 def scratch(elements: int) -> torch.Tensor:
     """This thread's scratch buffer, grown to at least `elements` bfloat16 values (never shrunk)."""
-    thread = threading.get_ident()
-    buf = _scratch.get(thread)
+    buf = getattr(_scratch, "buf", None)
     if buf is None or buf.numel() < elements:
-        buf = _scratch[thread] = torch.empty(elements, dtype=torch.bfloat16)
+        buf = _scratch.buf = torch.empty(elements, dtype=torch.bfloat16)
     return buf
 
 
