@@ -1,10 +1,12 @@
-"""One decode step's matrix products, four ways, side by side in one run: minisgl's GGUF kernel, minisgl's
-blocks dequantized into a bfloat16 scratch and multiplied by oneDNN's GEMM (kernels/dequant_gemm.py), torch's
-bfloat16 F.linear on weights kept whole (what transformers and `--quantization none` multiply with) and
-torch's int4 weight-only kernel (`aten._weight_int4pack_mm_for_cpu`, minisgl's fall-back without a
-compiler). The engine runs the first below each product's crossover and the second from it
-(--dequant-gemm-rows auto); the crossovers it chose on this machine are printed, and the "chosen" column is
-what the engine's product costs at that row count.
+"""One decode step's matrix products, four or five ways, side by side in one run: minisgl's GGUF kernel,
+minisgl's blocks dequantized into a bfloat16 scratch and multiplied by oneDNN's GEMM (kernels/dequant_gemm.py),
+where the CPU has AMX minisgl's blocks made whole one tile at a time and multiplied on the tiles
+(csrc/amx_linear.cpp), torch's bfloat16 F.linear on weights kept whole (what transformers and
+`--quantization none` multiply with) and torch's int4 weight-only kernel (`aten._weight_int4pack_mm_for_cpu`,
+minisgl's fall-back without a compiler). The engine runs the GGUF kernel below each product's crossover and
+its blocks made whole from it (the tiles, then the GEMM from a second crossover; --dequant-gemm-rows auto);
+the crossovers it chose on this machine are printed, and the "chosen" column is what the engine's product
+costs at that row count.
 
     python benchmarks/bench_products.py                        # one thread, rows 1, 8, 32, 64
     python benchmarks/bench_products.py --rows 5,16 --repeats 31
@@ -47,7 +49,7 @@ from minisgl.model_loader.bundled import bundled_model_path  # noqa: E402
 from minisgl.model_loader.gguf_dequant import dequantize  # noqa: E402
 from minisgl.model_loader.gguf_weights import read_gguf_config, read_gguf_linear_blocks  # noqa: E402
 
-WAYS = ("gguf", "dequant+GEMM", "F.linear bf16", "int4pack")
+WAYS = ("gguf", "dequant+GEMM", "AMX tiles", "F.linear bf16", "int4pack")
 FUSED = {  # the engine's product -> the checkpoint weights it stacks along N (models/llama.py)
     "qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
     "o_proj": ("self_attn.o_proj",),
@@ -86,6 +88,8 @@ def load_products(path: Path) -> tuple[list[Product], int]:
         product = Product(name, ggml_type, weight)
         gguf = product.calls["gguf"] = kernels.block_linear(torch.from_numpy(raw), ggml_type)
         product.calls["dequant+GEMM"] = lambda x, f=gguf: dequant_gemm.gemm(x, f.packed, *f.shape)
+        if dequant_gemm.amx_tiles():
+            product.calls["AMX tiles"] = lambda x, f=gguf: dequant_gemm.tiles(x, f.packed, *f.shape)
         bf16 = weight.to(torch.bfloat16)
         product.calls["F.linear bf16"] = lambda x, w=bf16: torch.nn.functional.linear(x, w)
         if ggml_type in INT4_TYPES:  # minisgl's fall-back layer, as the engine builds it without the C++ kernels
@@ -118,13 +122,16 @@ def measure(products: list[Product], rows: list[int], repeats: int) -> list[dict
     return records
 
 
-def chosen_way(rec: dict, crossovers: dict[str, int | None]) -> str:
+def chosen_way(rec: dict, crossovers: dict[str, tuple]) -> str:
     """The way the engine runs this record's product at its row count (--dequant-gemm-rows auto)."""
-    rows = crossovers.get(rec["product"])
-    return "dequant+GEMM" if rows is not None and rec["rows"] >= rows else "gguf"
+    rows, onednn = crossovers[rec["product"]]
+    if rows is None or rec["rows"] < rows:
+        return "gguf"
+    tiles = dequant_gemm.amx_tiles() and (onednn is None or rec["rows"] < onednn)
+    return "AMX tiles" if tiles else "dequant+GEMM"
 
 
-def step_totals(records: list[dict], layers: int, crossovers: dict[str, int | None]) -> dict[int, dict[str, float]]:
+def step_totals(records: list[dict], layers: int, crossovers: dict[str, tuple]) -> dict[int, dict[str, float]]:
     """Per row count, one decode step's products in ms per way, and "chosen": the layer's products times
     `layers`, plus lm_head (with F.linear for a way that does not take lm_head's type)."""
     totals: dict[int, dict[str, float]] = {}
@@ -170,9 +177,10 @@ def main(argv=None) -> int:
           f"{torch.backends.cpu.get_cpu_capability()}, AMX: {amx_flags()}; GGUF products: {kernels.packed_loop()}",
           flush=True)
     products, layers = load_products(path)
-    crossovers = dequant_gemm.choose({p.name: [p.calls["gguf"]] for p in products}, "auto")
-    print("--dequant-gemm-rows auto on this machine: " + ", ".join(
-        f"{name} from {rows} rows" if rows else f"{name} never" for name, rows in crossovers.items()), flush=True)
+    by_name = {p.name: [p.calls["gguf"]] for p in products}
+    chosen = dequant_gemm.choose(by_name, "auto")
+    crossovers = {name: (rows, by_name[name][0].onednn_rows) for name, rows in chosen.items()}
+    print("--dequant-gemm-rows auto on this machine: " + dequant_gemm.describe(by_name, chosen), flush=True)
     records = measure(products, rows, args.repeats)
     print(f"\n{'product':13s} {'type':>4s} {'rows':>4s} " + " ".join(f"{w + ' ms':>14s}" for w in WAYS)
           + f" {'chosen':>12s} {'chosen/bf16':>11s}  largest difference from float32 (" + ", ".join(WAYS) + ")")

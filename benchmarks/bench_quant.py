@@ -62,6 +62,7 @@ from bench_forward import (  # noqa: E402
 )
 
 from minisgl import kernels  # noqa: E402
+from minisgl.kernels import dequant_gemm  # noqa: E402
 from minisgl.model_executor.model_runner import ModelRunner  # noqa: E402
 from minisgl.model_executor.static_generate import greedy_generate  # noqa: E402
 from minisgl.model_loader.loader import load_model_config, load_tokenizer, resolve_model  # noqa: E402
@@ -246,8 +247,7 @@ def main(argv=None) -> int:
               "MiB", flush=True)
     bf16, q, kernel_only = runners.get("bf16"), runners["bf16+gguf"], runners["gguf kernel"]
     print("\ngguf products (--dequant-gemm-rows auto): "
-          + ", ".join(f"{name} GEMM from {rows} rows" if rows else f"{name} GGUF kernel always"
-                      for name, rows in q.dequant_gemm_rows.items()), flush=True)
+          + dequant_gemm.describe(dequant_gemm.model_products(q.model), q.dequant_gemm_rows), flush=True)
     src = resolve_model(args.model)
     tokenizer = load_tokenizer(src)
     hf = None if args.no_hf else load_hf_model(src)

@@ -239,7 +239,7 @@ def block_linear(raw: torch.Tensor, ggml_type: int):
     decode step makes about 150 of these calls, where each check costs microseconds)."""
     if not load():
         raise RuntimeError(f"the CPU kernels are unavailable: {_error}")
-    from minisgl.kernels.dequant_gemm import gemm
+    from minisgl.kernels.dequant_gemm import multiply
 
     n, k = raw.shape[0], raw.shape[1] // BLOCK_BYTES[ggml_type] * 32
     packed = pack_blocks(raw, ggml_type)
@@ -254,7 +254,7 @@ def block_linear(raw: torch.Tensor, ggml_type: int):
         x = x.contiguous()
         rows = x.numel() // k
         if product.gemm_rows is not None and rows >= product.gemm_rows and x.dtype == torch.bfloat16:
-            return gemm(x, packed, ggml_type, n, k)
+            return multiply(x, product)
         out = torch.empty((*x.shape[:-1], n), dtype=x.dtype)
         _run(name, x.dtype, x.data_ptr(), packed.data_ptr(), out.data_ptr(), rows, n, k, *extra,
              torch.get_num_threads(), keep=(x, packed, out))
@@ -263,6 +263,7 @@ def block_linear(raw: torch.Tensor, ggml_type: int):
     product.packed = packed
     product.shape = (ggml_type, n, k)
     product.gemm_rows = None  # bfloat16 x of this many rows or more: dequantized for a GEMM (dequant_gemm.py)
+    product.onednn_rows = None  # ... and of this many or more, for oneDNN's rather than on AMX tiles
     return product
 
 

@@ -14,12 +14,22 @@ dequantizes and calls a GEMM. So does minisgl, per product and row count:
   ways on this machine, once per product shape and thread count (product_timing.py), and keeps the answer
   in the kernels' cache folder, so every later start (and every process of a server) chooses the same.
 
-Below the crossover the GGUF kernel runs, and a row's result there never depends on its batch; at and above
-it the GEMM's does (as on a GPU): the same prompt may round differently alone and in a batch of 64.
+- `tiles(x, ...)`: where the CPU has AMX (and Linux lends it), the blocks of 16 columns are made whole one
+  at a time into a B tile in L1 and multiplied on AMX's bfloat16 tiles (csrc/amx_linear.cpp): no weight
+  written out and read back, so from a few rows to a few hundred it beats oneDNN on whole weights. Its
+  sums are float32 in the tiles' order: the product equals F.linear's to bfloat16 rounding.
+- `multiply(x, product)`: the way a product of `gemm_rows` rows or more runs: the tiles below
+  `product.onednn_rows` (where the CPU has them), dequantize + GEMM from there.
+
+Below the crossover the GGUF kernel runs, and a row's result there never depends on its batch; nor on the
+tiles, whose rows are summed apart. oneDNN's GEMM is the exception (as on a GPU): there the same prompt may
+round differently alone and in a batch of 512.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
 import threading
 
@@ -92,6 +102,49 @@ def gemm(x: torch.Tensor, packed: torch.Tensor, ggml_type: int, n: int, k: int) 
     return out.view(*x.shape[:-1], n)
 
 
+@functools.cache
+def amx_tiles() -> bool:
+    """Whether the products may run on AMX's bfloat16 tiles here: the CPU has them, the kernels were built for
+    them and Linux granted this process their state."""
+    if not kernels.load():
+        return False
+    lib, p, i = kernels._lib, ctypes.c_void_p, ctypes.c_int64
+    lib.amx_ready.argtypes, lib.amx_ready.restype = [], ctypes.c_int
+    lib.amx_linear_bf16.argtypes = [p, p, p, i, i, i, ctypes.c_int, ctypes.c_int]
+    lib.amx_linear_bf16.restype = None
+    return bool(lib.amx_ready())
+
+
+def tiles(x: torch.Tensor, packed: torch.Tensor, ggml_type: int, n: int, k: int) -> torch.Tensor:
+    """x [..., k] (bfloat16, contiguous) @ W.T on AMX's tiles, each block made whole in L1 (amx_tiles() must
+    be true). Recorded by a CPU graph as one step, like gemm."""
+    assert x.dtype == torch.bfloat16 and x.is_contiguous()
+    rows = x.numel() // k
+    out = torch.empty(*x.shape[:-1], n, dtype=torch.bfloat16)
+
+    def run() -> None:
+        kernels._lib.amx_linear_bf16(x.data_ptr(), packed.data_ptr(), out.data_ptr(), rows, n, k, ggml_type,
+                                     torch.get_num_threads())
+
+    run()
+    if kernels._recorders:
+        recorder = kernels._recorders.get(threading.get_ident())
+        if recorder is not None:
+            recorder.add_step(run, keep=(x, out, packed))
+    return out
+
+
+def multiply(x: torch.Tensor, product) -> torch.Tensor:
+    """A kernels.block_linear product of bfloat16 x with at least `product.gemm_rows` rows: on the tiles
+    below `product.onednn_rows` rows (None: at every row count) where the CPU has them, else dequantize +
+    GEMM."""
+    ggml_type, n, k = product.shape
+    onednn = product.onednn_rows
+    if amx_tiles() and (onednn is None or x.numel() // k < onednn):
+        return tiles(x, product.packed, ggml_type, n, k)
+    return gemm(x, product.packed, ggml_type, n, k)
+
+
 def setting_rows(setting: str | int) -> int | None:
     """--dequant-gemm-rows as a number (ServerArgs has checked it): None for off."""
     return None if setting == "off" else int(setting)
@@ -110,9 +163,10 @@ def model_products(model: torch.nn.Module) -> dict[str, list]:
 
 
 def choose(products: dict[str, list], setting: str = "auto") -> dict[str, int | None]:
-    """Set every product's `gemm_rows` (products: name -> kernels.block_linear products; products of one
-    shape share one answer) and return name -> rows for the first of each name (None: the GGUF kernel at
-    every row count)."""
+    """Set every product's `gemm_rows` and `onednn_rows` (products: name -> kernels.block_linear products;
+    products of one shape share one answer) and return name -> gemm_rows for the first of each name (None:
+    the GGUF kernel at every row count). A fixed setting keeps the tiles, where the CPU has them, at every
+    row count from it."""
     every = [p for ps in products.values() for p in ps]
     if not every:
         return {}
@@ -122,19 +176,24 @@ def choose(products: dict[str, list], setting: str = "auto") -> dict[str, int | 
         by_shape = crossovers({p.shape for p in every}, every)
     else:
         rows = setting_rows(setting)
-        by_shape = {p.shape: rows for p in every}
+        by_shape = {p.shape: (rows, None) for p in every}
     for p in every:
-        p.gemm_rows = by_shape[p.shape]
+        p.gemm_rows, p.onednn_rows = by_shape[p.shape]
     return {name: ps[0].gemm_rows for name, ps in products.items()}
 
 
 def describe(products: dict[str, list], chosen: dict[str, int | None]) -> str:
-    """One line: each product's type and shape, and from which row count it dequantizes."""
+    """One line: each product's type and shape, and from which row count it runs which way."""
     parts = []
     for name, ps in products.items():
         ggml_type, n, k = ps[0].shape
-        rows = chosen[name]
-        how = "GGUF kernel at every row count" if rows is None else \
-            f"GGUF kernel below {rows} rows, GEMM from {rows}"
+        rows, onednn = chosen[name], ps[0].onednn_rows
+        if rows is None:
+            how = "GGUF kernel at every row count"
+        elif amx_tiles():
+            how = f"GGUF kernel below {rows} rows, AMX tiles from {rows}" + \
+                (f", GEMM from {max(rows, onednn)}" if onednn is not None else "")
+        else:
+            how = f"GGUF kernel below {rows} rows, GEMM from {rows}"
         parts.append(f"{name} {NAMES[ggml_type]} {n}x{k}: {how}")
     return "; ".join(parts)

@@ -1,14 +1,16 @@
-"""How many rows a product needs before dequantizing its GGUF blocks for oneDNN's GEMM pays (dequant_gemm.py).
+"""How many rows a product needs before its GGUF blocks are better made whole (dequant_gemm.py), and, where
+the CPU has AMX tiles, how many before oneDNN's GEMM on whole weights beats multiplying on the tiles.
 
 Timed on this machine, once per product shape (ggml type, columns, depth) and torch thread count, and kept
-in the kernels' cache folder beside their library: the first process to start measures (about a tenth of
-a second for SmolLM2's five shapes, longer on a busy machine) while any other waits on the file's lock, and
-every later start reads the same answer, so every process of a server runs the same products.
+in the kernels' cache folder beside their library: the first process to start measures (under a second
+for SmolLM2's five shapes, longer on a busy machine) while any other waits on the file's lock, and every
+later start reads the same answers, so every process of a server runs the same products.
 
-For each rung of LADDER rows, the GGUF kernel and the dequantize-and-GEMM path each run on the same
-random x (the fastest of REPEATS calls, after one to warm up). The crossover is the first rung where the
-GEMM wins at that rung and the next: one win on a noisy machine does not set it. A shape of many columns
-(a tied lm_head's 49,152) is timed on its first tile only: both ways cost the same per tile.
+For each rung of LADDER rows, the GGUF kernel and the dequantized way (the tiles, else dequantize + GEMM)
+each run on the same random x (the fastest of REPEATS calls, after one to warm up). The crossover is the
+first rung where the second wins at that rung and the next: one win on a noisy machine does not set it.
+With tiles, ONEDNN_LADDER then finds where dequantize + GEMM overtakes them, the same way. A shape of
+many columns (a tied lm_head's 49,152) is timed on its first tile only: every way costs the same per tile.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from minisgl.kernels.build import cache_dir
 logger = logging.getLogger(__name__)
 
 LADDER = (2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+ONEDNN_LADDER = (64, 96, 128, 192, 256, 384, 512, 768, 1024)
 REPEATS = 3
 Shape = tuple[int, int, int]  # ggml type, n, k
 
@@ -45,8 +48,8 @@ def _key(shape: Shape) -> str:
     return f"{dequant_gemm.NAMES[ggml_type]} {n}x{k} threads={torch.get_num_threads()}"
 
 
-def crossovers(shapes: set[Shape], products: list) -> dict[Shape, int | None]:
-    """Each shape's crossover (None: the GEMM never won up to the last rung), from the cache or timed now."""
+def crossovers(shapes: set[Shape], products: list) -> dict[Shape, tuple[int | None, int | None]]:
+    """Each shape's (gemm_rows, onednn_rows), from the cache or timed now (None: never, to the last rung)."""
     path = cache_file()
     known = _read(path)
     if any(_key(s) not in known for s in shapes):
@@ -57,29 +60,45 @@ def crossovers(shapes: set[Shape], products: list) -> dict[Shape, int | None]:
                 by_shape = {p.shape: p for p in products}
                 started = time.perf_counter()
                 for shape in missing:
-                    known[_key(shape)] = crossover(by_shape[shape])
-                logger.info("timed the GGUF kernel against dequantize + GEMM for %d product shape(s) in "
+                    known[_key(shape)] = [crossover(by_shape[shape]), onednn_from(by_shape[shape])]
+                logger.info("timed the GGUF kernel against its blocks made whole for %d product shape(s) in "
                             "%.2f s", len(missing), time.perf_counter() - started)
                 _write(path, known)
-    return {s: known[_key(s)] for s in shapes}
+    return {s: tuple(known[_key(s)]) for s in shapes}
 
 
 def crossover(product) -> int | None:
-    """The first rung of LADDER from which dequantize + GEMM is faster than the GGUF kernel, here and at the
-    next rung (at the last rung, there alone)."""
+    """The first rung of LADDER from which the dequantized way (the tiles where the CPU has them, else
+    dequantize + GEMM) is faster than the GGUF kernel, here and at the next rung."""
     ggml_type, n, k = product.shape
     cols = dequant_gemm.tile_columns(n, k)  # one tile: the GGUF kernel's time is as linear in n as the GEMM's
+    made_whole = dequant_gemm.tiles if dequant_gemm.amx_tiles() else dequant_gemm.gemm
+    return _first_double_win(LADDER, k, lambda x: _kernel(x, product.packed, ggml_type, cols, k),
+                             lambda x: made_whole(x, product.packed, ggml_type, cols, k))
+
+
+def onednn_from(product) -> int | None:
+    """Where the CPU has tiles: the first rung of ONEDNN_LADDER from which dequantize + GEMM beats them."""
+    if not dequant_gemm.amx_tiles():
+        return None
+    ggml_type, n, k = product.shape
+    cols = dequant_gemm.tile_columns(n, k)
     packed = product.packed
+    return _first_double_win(ONEDNN_LADDER, k, lambda x: dequant_gemm.tiles(x, packed, ggml_type, cols, k),
+                             lambda x: dequant_gemm.gemm(x, packed, ggml_type, cols, k))
+
+
+def _first_double_win(ladder: tuple[int, ...], k: int, one, other) -> int | None:
+    """The first rung where `other` is faster than `one` there and at the next (at the last rung, there
+    alone); None if none."""
     gen = torch.Generator().manual_seed(0)
-    wins = [False] * len(LADDER)
-    for i, rows in enumerate(LADDER):
+    wins = [False] * len(ladder)
+    for i, rows in enumerate(ladder):
         x = torch.randn(rows, k, generator=gen).to(torch.bfloat16)
-        kernel = _fastest(lambda: _kernel(x, packed, ggml_type, cols, k))
-        gemm = _fastest(lambda: dequant_gemm.gemm(x, packed, ggml_type, cols, k))
-        wins[i] = gemm < kernel
+        wins[i] = _fastest(lambda: other(x)) < _fastest(lambda: one(x))
         if i >= 1 and wins[i - 1] and wins[i]:
-            return LADDER[i - 1]
-    return LADDER[-1] if wins[-1] else None
+            return ladder[i - 1]
+    return ladder[-1] if wins[-1] else None
 
 
 def _kernel(x: torch.Tensor, packed: torch.Tensor, ggml_type: int, n: int, k: int) -> torch.Tensor:

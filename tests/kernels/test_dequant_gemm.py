@@ -6,7 +6,10 @@ What it promises:
 - the product equals F.linear with those weights bit for bit, in one tile or in several;
 - a layer's product switches at its `gemm_rows`, and bfloat16 only;
 - `auto` times the two ways once per shape and keeps the answer; off and N set every product;
-- a CPU graph records the GEMM as a torch step and its replay computes on new inputs.
+- a CPU graph records the GEMM as a torch step and its replay computes on new inputs;
+- where the CPU has AMX, the tiles multiply with the same weights (an identity x gives them back bit for
+  bit), equal F.linear to bfloat16 rounding, give a row the same bits alone and in any batch, and run below
+  a product's `onednn_rows`.
 """
 
 from __future__ import annotations
@@ -68,15 +71,25 @@ def test_the_product_is_f_linear_with_those_weights_in_one_tile_or_several(kind,
                        F.linear(x, w).view(4, 10, n))
 
 
-def test_a_layer_switches_at_its_row_count_and_for_bfloat16_only():
+def _made_whole(x: torch.Tensor, product) -> torch.Tensor:
+    """What a product's dequantized way gives x: the tiles where the CPU has them (its onednn_rows None)."""
+    ggml_type, n, k = product.shape
+    way = dequant_gemm.tiles if dequant_gemm.amx_tiles() else dequant_gemm.gemm
+    return way(x.contiguous(), product.packed, ggml_type, n, k)
+
+
+@pytest.mark.parametrize("onednn_rows", [None, 1])
+def test_a_layer_switches_at_its_row_count_and_for_bfloat16_only(onednn_rows):
     product, ref = _blocks("q4_1", 64, 128, seed=3)
     kernel_only = {rows: product(_x(rows, 128, rows)) for rows in (3, 4, 9)}  # gemm_rows is None: the kernel
-    product.gemm_rows = 4
+    product.gemm_rows, product.onednn_rows = 4, onednn_rows
     w = ref.to(torch.bfloat16)
     assert torch.equal(product(_x(3, 128, 3)), kernel_only[3])
     for rows in (4, 9):
-        got = product(_x(rows, 128, rows))
-        assert torch.equal(got, F.linear(_x(rows, 128, rows), w)) and not torch.equal(got, kernel_only[rows])
+        x = _x(rows, 128, rows)
+        got = product(x)
+        want = F.linear(x, w) if onednn_rows == 1 else _made_whole(x, product)  # oneDNN from 1 row: its GEMM
+        assert torch.equal(got, want) and not torch.equal(got, kernel_only[rows])
     x32 = _x(9, 128).float()
     float_path = product(x32)
     product.gemm_rows = None
@@ -88,33 +101,40 @@ def test_off_and_a_number_set_every_product():
     b, _ = _blocks("q8_0", 48, 64, seed=5)
     products = {"qkv_proj": [a], "lm_head": [b]}
     assert dequant_gemm.choose(products, "12") == {"qkv_proj": 12, "lm_head": 12}
-    assert a.gemm_rows == b.gemm_rows == 12
+    assert a.gemm_rows == b.gemm_rows == 12 and a.onednn_rows is None  # the tiles (if any) at every row count
     assert dequant_gemm.choose(products, "off") == {"qkv_proj": None, "lm_head": None}
     assert a.gemm_rows is None and b.gemm_rows is None
+    a.onednn_rows = 256
     line = dequant_gemm.describe(products, {"qkv_proj": 16, "lm_head": None})
-    assert line == ("qkv_proj q4_0 32x64: GGUF kernel below 16 rows, GEMM from 16; "
+    how = "AMX tiles from 16, GEMM from 256" if dequant_gemm.amx_tiles() else "GEMM from 16"
+    assert line == (f"qkv_proj q4_0 32x64: GGUF kernel below 16 rows, {how}; "
                     "lm_head q8_0 48x64: GGUF kernel at every row count")
 
 
 def test_auto_times_each_shape_once_and_every_later_choice_reads_it(tmp_path, monkeypatch):
     monkeypatch.setenv("MINISGL_KERNEL_CACHE", str(tmp_path))
     monkeypatch.setattr(product_timing, "LADDER", (2, 64, 256))  # three rungs: a short test
+    monkeypatch.setattr(product_timing, "ONEDNN_LADDER", (64, 256))
     a, _ = _blocks("q4_1", 512, 256, seed=6)
     twin, _ = _blocks("q4_1", 512, 256, seed=7)  # same shape: one timing for both
     products = {"gate_up_proj": [a, twin]}
     chosen = dequant_gemm.choose(products, "auto")
     saved = json.loads(product_timing.cache_file().read_text())
-    assert list(saved.values()) == [chosen["gate_up_proj"]] and chosen["gate_up_proj"] in (None, 2, 64, 256)
-    assert a.gemm_rows == twin.gemm_rows == chosen["gate_up_proj"]
+    assert list(saved.values()) == [[chosen["gate_up_proj"], a.onednn_rows]]
+    assert chosen["gate_up_proj"] in (None, 2, 64, 256) and a.onednn_rows in (None, 64, 256)
+    if not dequant_gemm.amx_tiles():
+        assert a.onednn_rows is None  # no tiles: nothing to time against the GEMM
+    assert a.gemm_rows == twin.gemm_rows == chosen["gate_up_proj"] and twin.onednn_rows == a.onednn_rows
     key = next(iter(saved))
     assert key == f"q4_1 512x256 threads={torch.get_num_threads()}"
-    product_timing.cache_file().write_text(json.dumps({key: 7}))  # what an earlier start measured
-    assert dequant_gemm.choose(products, "auto") == {"gate_up_proj": 7} and twin.gemm_rows == 7
+    product_timing.cache_file().write_text(json.dumps({key: [7, 300]}))  # what an earlier start measured
+    assert dequant_gemm.choose(products, "auto") == {"gate_up_proj": 7} and twin.onednn_rows == 300
 
 
-def test_a_cpu_graph_records_the_gemm_as_a_step_and_replays_it_on_new_inputs():
+@pytest.mark.parametrize("onednn_rows", [None, 1])
+def test_a_cpu_graph_records_the_product_as_a_step_and_replays_it_on_new_inputs(onednn_rows):
     product, ref = _blocks("q4_1", 96, 128, seed=8)
-    product.gemm_rows = 2
+    product.gemm_rows, product.onednn_rows = 2, onednn_rows
     x = _x(5, 128, seed=9)
     with kernel_graph.record() as recorder:
         h = kernels.rms_norm(x, torch.ones(128, dtype=torch.bfloat16), 1e-6)
@@ -123,8 +143,46 @@ def test_a_cpu_graph_records_the_gemm_as_a_step_and_replays_it_on_new_inputs():
     assert len(graph) == 1 and len(graph.steps) == 1 and graph.steps[0][0] == 1  # after the norm
     x.copy_(_x(5, 128, seed=10))
     graph.replay()
-    want = F.linear(kernels.rms_norm(x, torch.ones(128, dtype=torch.bfloat16), 1e-6), ref.to(torch.bfloat16))
+    h = kernels.rms_norm(x, torch.ones(128, dtype=torch.bfloat16), 1e-6)
+    want = F.linear(h, ref.to(torch.bfloat16)) if onednn_rows == 1 else _made_whole(h, product)
     assert torch.equal(out, want)
+
+
+amx = pytest.mark.skipif(not dequant_gemm.amx_tiles(), reason="no AMX tiles on this CPU (or in its build)")
+
+
+@amx
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_tiles_multiply_with_quantization_nones_weights(kind):
+    """An identity x (k rows) gives each weight back once, summed with zeros: W.T, bit for bit but for the
+    sign of a zero (Q4_0's zero weights keep d's sign, which no sum keeps). n = 37: the last group of 16
+    columns is short."""
+    product, ref = _blocks(kind, 37, 160, seed=11)
+    eye = torch.eye(160, dtype=torch.bfloat16)
+    got = dequant_gemm.tiles(eye, product.packed, KINDS[kind], 37, 160)
+    want = ref.to(torch.bfloat16).t()
+    assert torch.equal(got, want) and (want != 0).sum() > want.numel() // 2
+
+
+@amx
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_tiles_equal_f_linear_to_rounding_and_a_row_alone_or_batched(kind):
+    """1024 columns by 256, 70 rows: 5 tiles of 16 rows (the last one short), split between two threads; each
+    row alone gives the bits it gives in the batch."""
+    product, ref = _blocks(kind, 1024, 256, seed=12)
+    x = _x(70, 256, seed=13)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        got = dequant_gemm.tiles(x, product.packed, KINDS[kind], 1024, 256)
+    finally:
+        torch.set_num_threads(threads)
+    want = F.linear(x, ref.to(torch.bfloat16))
+    torch.testing.assert_close(got.float(), want.float(), rtol=2 ** -7, atol=1e-3 * want.abs().max().item())
+    assert (got == want).float().mean() > 0.99  # the same sums but for their order
+    for r in (0, 15, 16, 69):
+        alone = dequant_gemm.tiles(x[r : r + 1].contiguous(), product.packed, KINDS[kind], 1024, 256)
+        assert torch.equal(alone[0], got[r])
 
 
 @pytest.mark.parametrize("bad", ["0", "-3", "many", "1.5"])
