@@ -27,7 +27,7 @@ class ServerArgs:
     cpu_graph_max_bs: int = 8  # the largest decode batch recorded (a graph holds about 0.7 MiB a row)
     # "gguf": Q4_0/Q4_1/Q8_0 blocks kept (cpu, bf16); "none": dequantize; None: see help
     quantization: str | None = None
-    dequant_gemm_rows: str = "auto"  # auto | off | N: GGUF products of N rows or more dequantize for a GEMM
+    dequant_gemm_rows: str = "auto"  # auto | off | N: GGUF products of N rows or more make their blocks whole
     # scheduler
     chunked_prefill_size: int | None = 512  # rows one prompt may take per round; None or -1: no chunking
     max_prefill_tokens: int = 4096  # prefill rows per round, over all admitted requests
@@ -175,9 +175,10 @@ class ServerArgs:
                             "exact, dequantized path)")
         g.add_argument("--dequant-gemm-rows", default=d.dequant_gemm_rows, metavar="auto|off|N",
                        help="with GGUF blocks kept: a product of at least this many rows (a prefill, a large "
-                            "decode batch) dequantizes its blocks to bfloat16, a tile at a time, and runs "
-                            "oneDNN's GEMM instead of the GGUF kernel; auto (default): the row count from "
-                            "which that is faster, timed once per machine and product shape; off: the GGUF "
+                            "decode batch) makes its blocks whole in bfloat16 instead of running the GGUF "
+                            "kernel: a block at a time on AMX tiles where the CPU has them, else a tile of "
+                            "the weight at a time for oneDNN's GEMM; auto (default): the row counts from "
+                            "which each is faster, timed once per machine and product shape; off: the GGUF "
                             "kernel at every row count")
         g.add_argument("--max-total-tokens", type=int, default=d.max_total_tokens,
                        help="KV cache size in tokens (default: from --mem-fraction-static)")

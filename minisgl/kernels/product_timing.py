@@ -8,7 +8,9 @@ later start reads the same answers, so every process of a server runs the same p
 
 For each rung of LADDER rows, the GGUF kernel and the dequantized way (the tiles, else dequantize + GEMM)
 each run on the same random x (the fastest of REPEATS calls, after one to warm up). The crossover is the
-first rung where the second wins at that rung and the next: one win on a noisy machine does not set it.
+first rung where the second wins at that rung and the next, by MARGIN: one win on a noisy machine does not
+set it, nor does a near-tie timed alone with the weights in cache (inside the engine the CPU graph replays
+the GGUF kernel in C, and a row's result there does not depend on its batch).
 With tiles, ONEDNN_LADDER then finds where dequantize + GEMM overtakes them, the same way. A shape of
 many columns (a tied lm_head's 49,152) is timed on its first tile only: every way costs the same per tile.
 """
@@ -32,15 +34,18 @@ from minisgl.kernels.build import cache_dir
 logger = logging.getLogger(__name__)
 
 LADDER = (2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-ONEDNN_LADDER = (64, 96, 128, 192, 256, 384, 512, 768, 1024)
+ONEDNN_LADDER = (64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
 REPEATS = 3
+MARGIN = 1.1  # a way replaces the one below it only where it is this many times as fast
+RULE = 2  # this way of choosing, in the cache file's name: a changed ladder or margin times anew
 Shape = tuple[int, int, int]  # ggml type, n, k
 
 
 def cache_file() -> Path:
-    """The answers for this kernel build (its file name names the sources, compiler and CPU) and torch."""
+    """The answers for this kernel build (its file name names the sources, compiler and CPU), torch and
+    RULE."""
     build = Path(kernels._lib._name).stem
-    return cache_dir() / f"products-{build}-torch{torch.__version__}.json"
+    return cache_dir() / f"products-{build}-torch{torch.__version__}-rule{RULE}.json"
 
 
 def _key(shape: Shape) -> str:
@@ -89,13 +94,13 @@ def onednn_from(product) -> int | None:
 
 
 def _first_double_win(ladder: tuple[int, ...], k: int, one, other) -> int | None:
-    """The first rung where `other` is faster than `one` there and at the next (at the last rung, there
-    alone); None if none."""
+    """The first rung where `other` is MARGIN times as fast as `one` there and at the next (at the last rung,
+    there alone); None if none."""
     gen = torch.Generator().manual_seed(0)
     wins = [False] * len(ladder)
     for i, rows in enumerate(ladder):
         x = torch.randn(rows, k, generator=gen).to(torch.bfloat16)
-        wins[i] = _fastest(lambda: other(x)) < _fastest(lambda: one(x))
+        wins[i] = _fastest(lambda: other(x)) * MARGIN < _fastest(lambda: one(x))
         if i >= 1 and wins[i - 1] and wins[i]:
             return ladder[i - 1]
     return ladder[-1] if wins[-1] else None

@@ -31,6 +31,9 @@ namespace {
 
 constexpr int TILE = 16;  // rows of x, and columns of W, per tile
 static_assert(GROUP == TILE, "a packed group of columns is one tile's");
+// groups made whole at a time (at most 8 x 48 KiB of tiles, in L2): every 64 rows of x, once loaded, serve
+// all of them, so x is read once per CHUNK groups however many rows it has
+constexpr int64_t CHUNK = 8;
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
@@ -119,20 +122,26 @@ void amx_linear(const uint16_t* x, const uint8_t* packed, uint16_t* out, int64_t
   }
   const int workers = threads > 1 && groups * rows * k >= (1 << 20) ? threads : 1;
   auto work = [&](int64_t g0, int64_t g1) {
-    thread_local std::vector<__m512i> tiles_of_w;  // one group's blocks as B tiles, 64-byte aligned
-    if (static_cast<int64_t>(tiles_of_w.size()) < blocks * 16) tiles_of_w.resize(blocks * 16);
-    uint16_t* wt = reinterpret_cast<uint16_t*>(tiles_of_w.data());
+    thread_local std::vector<__m512i> tiles_of_w;  // CHUNK groups' blocks as B tiles, 64-byte aligned
+    if (static_cast<int64_t>(tiles_of_w.size()) < CHUNK * blocks * 16) tiles_of_w.resize(CHUNK * blocks * 16);
     alignas(64) float sums[TILE * TILE];
     load_config(config());
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* grp = packed + g * blocks * Pack::BYTES;
-      for (int64_t b = 0; b < blocks; ++b) {
-        if constexpr (Pack::OFFSETS)
-          q4_tile<Pack>(grp + b * Pack::BYTES, wt + 512 * b);
-        else
-          q8_tile(grp + b * Pack::BYTES, wt + 512 * b);
+    for (int64_t c0 = g0; c0 < g1; c0 += CHUNK) {
+      const int64_t c1 = std::min(g1, c0 + CHUNK);
+      for (int64_t g = c0; g < c1; ++g) {
+        const uint8_t* grp = packed + g * blocks * Pack::BYTES;
+        uint16_t* wt = reinterpret_cast<uint16_t*>(tiles_of_w.data()) + (g - c0) * blocks * 512;
+        for (int64_t b = 0; b < blocks; ++b) {
+          if constexpr (Pack::OFFSETS)
+            q4_tile<Pack>(grp + b * Pack::BYTES, wt + 512 * b);
+          else
+            q8_tile(grp + b * Pack::BYTES, wt + 512 * b);
+        }
       }
-      for (int64_t r0 = 0; r0 < padded; r0 += 4 * TILE) {
+      const int64_t width = c1 - c0, steps = (padded + 4 * TILE - 1) / (4 * TILE) * width;
+      for (int64_t step = 0; step < steps; ++step) {  // each 64 rows of x, against each group of the chunk
+        const int64_t r0 = step / width * 4 * TILE, g = c0 + step % width;
+        const uint16_t* wt = reinterpret_cast<const uint16_t*>(tiles_of_w.data()) + (g - c0) * blocks * 512;
         const int tiles = static_cast<int>(std::min<int64_t>(4, (padded - r0) / TILE));
         _tile_zero(0);
         _tile_zero(1);
