@@ -5,10 +5,10 @@
 // dequant.cpp makes a layer's weights whole in memory (a few MiB) for oneDNN's GEMM to read back. Here each
 // block of a group of 16 output columns becomes one 1 KiB B tile in L1 instead, in the pair layout
 // TDPBF16PS reads (row i: each column's weights 2i and 2i + 1), which is how packed_blocks.h already lays
-// out the codes; the tile then serves every 16 rows of x. The weights are the ones `--quantization none`
-// multiplies with (gguf's float32 value rounded to the nearest bfloat16, ties to even); the sums are float32
-// in the tiles' order, so a product equals F.linear's on the same weights to bfloat16 rounding, not bit for
-// bit, and a row's result does not depend on the other rows of its batch.
+// out the codes; the tile then serves every 16 rows of x (eight groups at a time). The weights are the
+// ones `--quantization none` multiplies with (gguf's float32 value rounded to the nearest bfloat16, ties to
+// even); the sums are float32 in the tiles' order, so a product equals F.linear's on the same weights to
+// bfloat16 rounding, not bit for bit, and a row's result does not depend on the other rows of its batch.
 //
 // Linux lends a process the tiles' 8 KiB of state only when asked (arch_prctl); amx_ready() asks once.
 
@@ -31,8 +31,8 @@ namespace {
 
 constexpr int TILE = 16;  // rows of x, and columns of W, per tile
 static_assert(GROUP == TILE, "a packed group of columns is one tile's");
-// groups made whole at a time (at most 8 x 48 KiB of tiles, in L2): every 64 rows of x, once loaded, serve
-// all of them, so x is read once per CHUNK groups however many rows it has
+// groups made whole at a time (k / 32 KiB of tiles each: 8 x 48 KiB for SmolLM2's widest, in L2): each 64
+// rows of x, once loaded, serve all of them, so x is read once per CHUNK groups however many rows it has
 constexpr int64_t CHUNK = 8;
 
 struct alignas(64) TileConfig {
@@ -61,7 +61,8 @@ const TileConfig& config() {
 inline void pair_lanes(const uint8_t* half16, __m512& lo, __m512& hi) {
   const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(half16)));
   lo = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), v);
-  hi = _mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), v);
+  const __m512i upper = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+  hi = _mm512_permutexvar_ps(upper, v);
 }
 
 // one block of a Q4 group as a B tile: row i = 4u + s is nibble s of the codes' row u
