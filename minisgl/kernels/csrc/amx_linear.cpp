@@ -127,18 +127,21 @@ void amx_linear(const uint16_t* x, const uint8_t* packed, uint16_t* out, int64_t
     if (static_cast<int64_t>(tiles_of_w.size()) < CHUNK * blocks * 16) tiles_of_w.resize(CHUNK * blocks * 16);
     alignas(64) float sums[TILE * TILE];
     load_config(config());
+    // up to 64 rows (a decode batch), group g + 1 is made whole block by block between group g's products,
+    // so the vector units and the tiles work at once; with more rows, the chunk's groups first
+    const bool interleave = padded <= 4 * TILE;
     for (int64_t c0 = g0; c0 < g1; c0 += CHUNK) {
       const int64_t c1 = std::min(g1, c0 + CHUNK);
-      for (int64_t g = c0; g < c1; ++g) {
-        const uint8_t* grp = packed + g * blocks * Pack::BYTES;
-        uint16_t* wt = reinterpret_cast<uint16_t*>(tiles_of_w.data()) + (g - c0) * blocks * 512;
-        for (int64_t b = 0; b < blocks; ++b) {
-          if constexpr (Pack::OFFSETS)
-            q4_tile<Pack>(grp + b * Pack::BYTES, wt + 512 * b);
-          else
-            q8_tile(grp + b * Pack::BYTES, wt + 512 * b);
-        }
-      }
+      auto make = [&](int64_t g, int64_t b) {
+        const uint8_t* blk = packed + (g * blocks + b) * Pack::BYTES;
+        uint16_t* wt = reinterpret_cast<uint16_t*>(tiles_of_w.data()) + ((g - c0) * blocks + b) * 512;
+        if constexpr (Pack::OFFSETS)
+          q4_tile<Pack>(blk, wt);
+        else
+          q8_tile(blk, wt);
+      };
+      for (int64_t g = c0; g < (interleave ? c0 + 1 : c1); ++g)
+        for (int64_t b = 0; b < blocks; ++b) make(g, b);
       const int64_t width = c1 - c0, steps = (padded + 4 * TILE - 1) / (4 * TILE) * width;
       for (int64_t step = 0; step < steps; ++step) {  // each 64 rows of x, against each group of the chunk
         const int64_t r0 = step / width * 4 * TILE, g = c0 + step % width;
@@ -149,6 +152,7 @@ void amx_linear(const uint16_t* x, const uint8_t* packed, uint16_t* out, int64_t
         _tile_zero(2);
         _tile_zero(3);
         const uint16_t* xr = xs + r0 * k;
+        const bool next = interleave && g + 1 < c1;
         for (int64_t b = 0; b < blocks; ++b) {
           _tile_loadd(4, wt + 512 * b, 64);
           _tile_loadd(5, xr + b * BLOCK, stride);
@@ -165,6 +169,7 @@ void amx_linear(const uint16_t* x, const uint8_t* packed, uint16_t* out, int64_t
             _tile_loadd(6, xr + 3 * TILE * k + b * BLOCK, stride);
             _tile_dpbf16ps(3, 6, 4);
           }
+          if (next) make(g + 1, b);
         }
         uint16_t* o = out + r0 * n + g * GROUP;
         const __mmask16 cols = static_cast<__mmask16>((1u << std::min<int64_t>(GROUP, n - g * GROUP)) - 1);
