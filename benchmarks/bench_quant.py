@@ -174,8 +174,10 @@ def rss_mib() -> float:
 
 def child_rss(model, mode: str) -> dict:
     """RSS of a fresh process that loads only `mode` (so the other models' memory is not counted), before
-    and after loading."""
-    cmd = [sys.executable, __file__, "--rss-of", mode] + (["--model", model] if model else [])
+    and after loading. It runs this process's thread count, whose product timings this process has kept,
+    so it measures a start that reads them, as every start but a machine's first does."""
+    cmd = [sys.executable, __file__, "--rss-of", mode, "--threads", str(torch.get_num_threads())] + \
+        (["--model", model] if model else [])
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stdout
         return json.loads(out.strip().splitlines()[-1])
