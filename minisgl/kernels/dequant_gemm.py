@@ -1,4 +1,4 @@
-"""Above a few rows, a GGUF layer's blocks made whole (bfloat16, a tile at a time) and multiplied by oneDNN.
+"""Above a few rows, a GGUF layer's blocks made whole in bfloat16: on AMX's tiles, or for oneDNN's GEMM.
 
 The GGUF kernels (csrc/q4_linear.cpp, q8_0_linear.cpp) read 4 or 8 bits a weight and multiply every row of
 x by it in integers: at batch 1 a product only streams its weights, and fewer bytes win. With more rows the
@@ -10,9 +10,10 @@ dequantizes and calls a GEMM. So does minisgl, per product and row count:
   scratch buffer per thread, reused by every layer, and multiplied with F.linear's own product. The weights
   are the ones `--quantization none` multiplies with, bit for bit (gguf's float32 value, rounded to the
   nearest bfloat16), so the products are exact against them; no second copy of the model is kept.
-- `choose(products, setting)`: from which row count each product takes that path. `auto` times both
-  ways on this machine, once per product shape and thread count (product_timing.py), and keeps the answer
-  in the kernels' cache folder, so every later start (and every process of a server) chooses the same.
+- `choose(products, setting)`: from which row count each product leaves the GGUF kernel, and from which
+  the tiles give way to the GEMM. `auto` times the ways on this machine, once per product shape and thread
+  count (product_timing.py), and keeps the answers in the kernels' cache folder, so every later start (and
+  every process of a server) chooses the same.
 
 - `tiles(x, ...)`: where the CPU has AMX (and Linux lends it), the blocks of 16 columns are made whole one
   at a time into a B tile in L1 and multiplied on AMX's bfloat16 tiles (csrc/amx_linear.cpp): no weight
