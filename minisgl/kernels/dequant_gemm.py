@@ -174,7 +174,7 @@ def choose(products: dict[str, list], setting: str = "auto") -> dict[str, int | 
     if setting == "auto":
         from minisgl.kernels.product_timing import crossovers
 
-        by_shape = crossovers({p.shape for p in every}, every)
+        by_shape = crossovers({p.shape for p in every})
     else:
         rows = setting_rows(setting)
         by_shape = {p.shape: (rows, None) for p in every}

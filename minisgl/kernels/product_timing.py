@@ -2,9 +2,10 @@
 the CPU has AMX tiles, how many before oneDNN's GEMM on whole weights beats multiplying on the tiles.
 
 Timed on this machine, once per product shape (ggml type, columns, depth) and torch thread count, and kept
-in the kernels' cache folder beside their library: the first process to start measures (under a second
-for SmolLM2's five shapes, longer on a busy machine) while any other waits on the file's lock, and every
-later start reads the same answers, so every process of a server runs the same products.
+in the kernels' cache folder beside their library: the first process to start has a child process measure
+random blocks of each shape (a second or two for SmolLM2's five shapes, longer on a busy machine; the child
+keeps what memory the timing's large products leave behind) while any other process waits on the file's
+lock, and every later start reads the same answers, so every process of a server runs the same products.
 
 For each rung of LADDER rows, the GGUF kernel and the dequantized way (the tiles, else dequantize + GEMM)
 each run on the same random x (the fastest of REPEATS calls, after one to warm up). The crossover is the
@@ -17,10 +18,11 @@ many columns (a tied lm_head's 49,152) is timed on its first tile only: every wa
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -54,7 +56,7 @@ def _key(shape: Shape) -> str:
     return f"{dequant_gemm.NAMES[ggml_type]} {n}x{k} threads={torch.get_num_threads()}"
 
 
-def crossovers(shapes: set[Shape], products: list) -> dict[Shape, tuple[int | None, int | None]]:
+def crossovers(shapes: set[Shape]) -> dict[Shape, tuple[int | None, int | None]]:
     """Each shape's (gemm_rows, onednn_rows), from the cache or timed now (None: never, to the last rung)."""
     path = cache_file()
     known = _read(path)
@@ -63,15 +65,56 @@ def crossovers(shapes: set[Shape], products: list) -> dict[Shape, tuple[int | No
             known = _read(path)  # another process may have measured while this one waited
             missing = [s for s in sorted(shapes) if _key(s) not in known]
             if missing:
-                by_shape = {p.shape: p for p in products}
                 started = time.perf_counter()
-                for shape in missing:
-                    known[_key(shape)] = [crossover(by_shape[shape]), onednn_from(by_shape[shape])]
-                logger.info("timed the GGUF kernel against its blocks made whole for %d product shape(s) in "
-                            "%.2f s", len(missing), time.perf_counter() - started)
+                logger.info("timing the GGUF kernel against its blocks made whole, once on this machine, "
+                            "for %d product shape(s)", len(missing))
+                for shape, answer in zip(missing, _timed_apart(missing)):
+                    known[_key(shape)] = answer
+                logger.info("timed in %.2f s", time.perf_counter() - started)
                 _write(path, known)
-                _give_back_memory()
     return {s: tuple(known[_key(s)]) for s in shapes}
+
+
+def _timed_apart(shapes: list[Shape]) -> list[list[int | None]]:
+    """Each shape's [gemm_rows, onednn_rows], timed in a child process on random blocks of that shape (a
+    product's speed does not depend on its weights' values). Its largest products leave tens of MiB behind
+    (oneDNN's buffers, the C allocator's free lists) that a scheduler process would otherwise hold for its
+    whole life. If the child cannot run, this process times them itself, saying so."""
+    request = {"shapes": shapes, "threads": torch.get_num_threads(), "ladder": LADDER,
+               "onednn_ladder": ONEDNN_LADDER, "margin": MARGIN}
+    here = str(Path(__file__).resolve().parents[2])  # the folder minisgl is imported from
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+    try:
+        done = subprocess.run([sys.executable, "-m", "minisgl.kernels.product_timing"],
+                              input=json.dumps(request), capture_output=True, text=True, timeout=600, env=env)
+        if done.returncode != 0:
+            raise RuntimeError((done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1])
+        answers = json.loads(done.stdout.strip().splitlines()[-1])
+        if len(answers) != len(shapes):
+            raise ValueError(f"{len(answers)} answers for {len(shapes)} shapes")
+        return answers
+    except (OSError, subprocess.SubprocessError, RuntimeError, ValueError, IndexError) as e:
+        logger.warning("could not time the products in a child process (%s); timing them in this one", e)
+        return [_timed(shape) for shape in shapes]
+
+
+def _timed(shape: Shape) -> list[int | None]:
+    product = random_product(shape)
+    return [crossover(product), onednn_from(product)]
+
+
+def random_product(shape: Shape):
+    """A kernels.block_linear product of `shape` on random codes (scales 0.01, offsets -0.05)."""
+    ggml_type, n, k = shape
+    size = kernels.BLOCK_BYTES[ggml_type]
+    gen = torch.Generator().manual_seed(0)
+    raw = torch.randint(0, 256, (n, k // 32 * size), dtype=torch.uint8, generator=gen)
+    blocks = raw.view(n, k // 32, size)
+    fields = torch.tensor([0.01, -0.05], dtype=torch.float16).view(torch.uint8)
+    blocks[:, :, :2] = fields[:2]  # every block's scale d (fp16)
+    if ggml_type == kernels.Q4_1:
+        blocks[:, :, 2:4] = fields[2:]  # and its offset m
+    return kernels.block_linear(raw, ggml_type)
 
 
 def crossover(product) -> int | None:
@@ -128,16 +171,6 @@ def _fastest(call) -> float:
     return best
 
 
-def _give_back_memory() -> None:
-    """The timing's largest products (2,048 rows) leave tens of MiB freed but kept by the C allocator, which
-    a scheduler process would hold for its whole life: glibc's malloc_trim hands them back (elsewhere the
-    call does not exist, and nothing is done)."""
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def _read(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
@@ -154,3 +187,18 @@ def _write(path: Path, known: dict) -> None:
         os.replace(tmp, path)
     except OSError as e:  # a read-only cache folder: the answer holds for this process only
         logger.warning("cannot keep the product timings in %s: %s", path, e)
+
+
+def _child() -> int:
+    """`python -m minisgl.kernels.product_timing`: read the request on stdin, print the answers as JSON."""
+    global LADDER, ONEDNN_LADDER, MARGIN
+    request = json.load(sys.stdin)
+    torch.set_num_threads(request["threads"])
+    LADDER, ONEDNN_LADDER = tuple(request["ladder"]), tuple(request["onednn_ladder"])
+    MARGIN = request["margin"]
+    print(json.dumps([_timed(tuple(shape)) for shape in request["shapes"]]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child())

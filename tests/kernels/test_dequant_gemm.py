@@ -5,7 +5,8 @@ What it promises:
 - the dequantized weights are `--quantization none`'s, bit for bit: gguf's float32 value rounded to bfloat16;
 - the product equals F.linear with those weights bit for bit, in one tile or in several;
 - a layer's product switches at its `gemm_rows`, and bfloat16 only;
-- `auto` times the two ways once per shape and keeps the answer; off and N set every product;
+- `auto` times the ways once per shape (in a child process, or here if that cannot start) and keeps the
+  answers; off and N set every product;
 - a CPU graph records the GEMM as a torch step and its replay computes on new inputs;
 - where the CPU has AMX, the tiles multiply with the same weights (an identity x gives them back bit for
   bit), equal F.linear to bfloat16 rounding, give a row the same bits alone and in any batch, and run below
@@ -129,6 +130,20 @@ def test_auto_times_each_shape_once_and_every_later_choice_reads_it(tmp_path, mo
     assert key == f"q4_1 512x256 threads={torch.get_num_threads()}"
     product_timing.cache_file().write_text(json.dumps({key: [7, 300]}))  # what an earlier start measured
     assert dequant_gemm.choose(products, "auto") == {"gate_up_proj": 7} and twin.onednn_rows == 300
+
+
+def test_a_timing_child_that_cannot_start_leaves_the_timing_to_this_process(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("MINISGL_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(product_timing, "LADDER", (2, 64))
+    monkeypatch.setattr(product_timing, "ONEDNN_LADDER", (64, 128))
+    monkeypatch.setattr(product_timing.sys, "executable", str(tmp_path / "no-such-python"))
+    a, _ = _blocks("q8_0", 64, 128, seed=14)
+    with caplog.at_level("WARNING", logger=product_timing.__name__):
+        chosen = dequant_gemm.choose({"lm_head": [a]}, "auto")
+    assert "could not time the products in a child process" in caplog.text
+    assert chosen["lm_head"] in (None, 2, 64) and a.onednn_rows in (None, 64, 128)
+    assert json.loads(product_timing.cache_file().read_text()) == {
+        f"q8_0 64x128 threads={torch.get_num_threads()}": [chosen["lm_head"], a.onednn_rows]}
 
 
 @pytest.mark.parametrize("onednn_rows", [None, 1])
