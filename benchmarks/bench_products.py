@@ -1,12 +1,12 @@
 """One decode step's matrix products, four or five ways, side by side in one run: minisgl's GGUF kernel,
-minisgl's blocks dequantized into a bfloat16 scratch and multiplied by oneDNN's GEMM (kernels/dequant_gemm.py),
-where the CPU has AMX minisgl's blocks made whole one tile at a time and multiplied on the tiles
-(csrc/amx_linear.cpp), torch's bfloat16 F.linear on weights kept whole (what transformers and
-`--quantization none` multiply with) and torch's int4 weight-only kernel (`aten._weight_int4pack_mm_for_cpu`,
-minisgl's fall-back without a compiler). The engine runs the GGUF kernel below each product's crossover and
-its blocks made whole from it (the tiles, then the GEMM from a second crossover; --dequant-gemm-rows auto);
-the crossovers it chose on this machine are printed, and the "chosen" column is what the engine's product
-costs at that row count.
+minisgl's blocks dequantized into a bfloat16 scratch and multiplied by oneDNN's GEMM
+(kernels/dequant_gemm.py), where the CPU has AMX minisgl's blocks made whole one tile at a time and
+multiplied on the tiles (csrc/amx_linear.cpp), torch's bfloat16 F.linear on weights kept whole (what
+transformers and `--quantization none` multiply with) and torch's int4 weight-only kernel
+(`aten._weight_int4pack_mm_for_cpu`, minisgl's fall-back without a compiler). The engine runs the GGUF
+kernel below each product's crossover and its blocks made whole from it (the tiles, then the GEMM from a
+second crossover; --dequant-gemm-rows auto); the crossovers it chose on this machine are printed, and the
+"chosen" column is what the engine's product costs at that row count.
 
     python benchmarks/bench_products.py                        # one thread, rows 1, 8, 32, 64
     python benchmarks/bench_products.py --rows 5,16 --repeats 31
@@ -124,14 +124,11 @@ def measure(products: list[Product], rows: list[int], repeats: int) -> list[dict
 
 def chosen_way(rec: dict, crossovers: dict[str, tuple]) -> str:
     """The way the engine runs this record's product at its row count (--dequant-gemm-rows auto)."""
-    rows, onednn = crossovers[rec["product"]]
-    if rows is None or rec["rows"] < rows:
-        return "gguf"
-    tiles = dequant_gemm.amx_tiles() and (onednn is None or rec["rows"] < onednn)
-    return "AMX tiles" if tiles else "dequant+GEMM"
+    way = dequant_gemm.way(*crossovers[rec["product"]], rec["rows"])
+    return {"gguf": "gguf", "tiles": "AMX tiles", "gemm": "dequant+GEMM"}[way]
 
 
-def step_totals(records: list[dict], layers: int, crossovers: dict[str, tuple]) -> dict[int, dict[str, float]]:
+def step_totals(records: list[dict], layers: int, crossovers: dict[str, tuple]) -> dict[int, dict]:
     """Per row count, one decode step's products in ms per way, and "chosen": the layer's products times
     `layers`, plus lm_head (with F.linear for a way that does not take lm_head's type)."""
     totals: dict[int, dict[str, float]] = {}

@@ -95,12 +95,18 @@ def gemm(x: torch.Tensor, packed: torch.Tensor, ggml_type: int, n: int, k: int) 
             else:
                 out[:, n0:n1] = F.linear(x2, w)
 
+    _run_as_step(run, keep=(x, out, packed, buf))
+    return out.view(*x.shape[:-1], n)
+
+
+def _run_as_step(run, keep: tuple) -> None:
+    """Run a product; while a CPU graph records in this thread (kernels/graph.py), also record it as a torch
+    step, keeping alive the tensors its replays read and write."""
     run()
     if kernels._recorders:
         recorder = kernels._recorders.get(threading.get_ident())
         if recorder is not None:
-            recorder.add_step(run, keep=(x, out, packed, buf))
-    return out.view(*x.shape[:-1], n)
+            recorder.add_step(run, keep=keep)
 
 
 @functools.cache
@@ -127,12 +133,16 @@ def tiles(x: torch.Tensor, packed: torch.Tensor, ggml_type: int, n: int, k: int)
         kernels._lib.amx_linear_bf16(x.data_ptr(), packed.data_ptr(), out.data_ptr(), rows, n, k, ggml_type,
                                      torch.get_num_threads())
 
-    run()
-    if kernels._recorders:
-        recorder = kernels._recorders.get(threading.get_ident())
-        if recorder is not None:
-            recorder.add_step(run, keep=(x, out, packed))
+    _run_as_step(run, keep=(x, out, packed))
     return out
+
+
+def way(gemm_rows: int | None, onednn_rows: int | None, rows: int) -> str:
+    """How a product with these crossovers multiplies bfloat16 x of `rows` rows: "gguf" (its kernel),
+    "tiles" (AMX, where the CPU has them) or "gemm" (dequantize + GEMM)."""
+    if gemm_rows is None or rows < gemm_rows:
+        return "gguf"
+    return "tiles" if amx_tiles() and (onednn_rows is None or rows < onednn_rows) else "gemm"
 
 
 def multiply(x: torch.Tensor, product) -> torch.Tensor:
@@ -140,8 +150,7 @@ def multiply(x: torch.Tensor, product) -> torch.Tensor:
     below `product.onednn_rows` rows (None: at every row count) where the CPU has them, else dequantize +
     GEMM."""
     ggml_type, n, k = product.shape
-    onednn = product.onednn_rows
-    if amx_tiles() and (onednn is None or x.numel() // k < onednn):
+    if way(product.gemm_rows, product.onednn_rows, x.numel() // k) == "tiles":
         return tiles(x, product.packed, ggml_type, n, k)
     return gemm(x, product.packed, ggml_type, n, k)
 
