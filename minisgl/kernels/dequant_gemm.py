@@ -32,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import os
 import threading
 
 import torch
@@ -109,11 +110,14 @@ def _run_as_step(run, keep: tuple) -> None:
             recorder.add_step(run, keep=keep)
 
 
+AMX_ENV = "MINISGL_AMX_TILES"  # 0: never the tiles (dequantize + GEMM instead), e.g. on a VM that faults
+
+
 @functools.cache
 def amx_tiles() -> bool:
     """Whether the products may run on AMX's bfloat16 tiles here: the CPU has them, the kernels were built for
-    them and Linux granted this process their state."""
-    if not kernels.load():
+    them, Linux granted this process their state, and MINISGL_AMX_TILES is not 0."""
+    if os.environ.get(AMX_ENV, "1") == "0" or not kernels.load():
         return False
     lib, p, i = kernels._lib, ctypes.c_void_p, ctypes.c_int64
     lib.amx_ready.argtypes, lib.amx_ready.restype = [], ctypes.c_int

@@ -52,8 +52,10 @@ def cache_file() -> Path:
 
 
 def _key(shape: Shape) -> str:
+    """The cache's key: the shape, the thread count, and whether the tiles take part (MINISGL_AMX_TILES)."""
     ggml_type, n, k = shape
-    return f"{dequant_gemm.NAMES[ggml_type]} {n}x{k} threads={torch.get_num_threads()}"
+    tiles = " tiles" if dequant_gemm.amx_tiles() else ""
+    return f"{dequant_gemm.NAMES[ggml_type]} {n}x{k} threads={torch.get_num_threads()}{tiles}"
 
 
 def crossovers(shapes: set[Shape]) -> dict[Shape, tuple[int | None, int | None]]:

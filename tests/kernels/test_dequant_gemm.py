@@ -127,7 +127,8 @@ def test_auto_times_each_shape_once_and_every_later_choice_reads_it(tmp_path, mo
         assert a.onednn_rows is None  # no tiles: nothing to time against the GEMM
     assert a.gemm_rows == twin.gemm_rows == chosen["gate_up_proj"] and twin.onednn_rows == a.onednn_rows
     key = next(iter(saved))
-    assert key == f"q4_1 512x256 threads={torch.get_num_threads()}"
+    tiles = " tiles" if dequant_gemm.amx_tiles() else ""  # the GGUF kernel's rival: timed apart
+    assert key == f"q4_1 512x256 threads={torch.get_num_threads()}{tiles}"
     product_timing.cache_file().write_text(json.dumps({key: [7, 300]}))  # what an earlier start measured
     assert dequant_gemm.choose(products, "auto") == {"gate_up_proj": 7} and twin.onednn_rows == 300
 
@@ -142,8 +143,9 @@ def test_a_timing_child_that_cannot_start_leaves_the_timing_to_this_process(tmp_
         chosen = dequant_gemm.choose({"lm_head": [a]}, "auto")
     assert "could not time the products in a child process" in caplog.text
     assert chosen["lm_head"] in (None, 2, 64) and a.onednn_rows in (None, 64, 128)
+    tiles = " tiles" if dequant_gemm.amx_tiles() else ""
     assert json.loads(product_timing.cache_file().read_text()) == {
-        f"q8_0 64x128 threads={torch.get_num_threads()}": [chosen["lm_head"], a.onednn_rows]}
+        f"q8_0 64x128 threads={torch.get_num_threads()}{tiles}": [chosen["lm_head"], a.onednn_rows]}
 
 
 @pytest.mark.parametrize("onednn_rows", [None, 1])
@@ -161,6 +163,20 @@ def test_a_cpu_graph_records_the_product_as_a_step_and_replays_it_on_new_inputs(
     h = kernels.rms_norm(x, torch.ones(128, dtype=torch.bfloat16), 1e-6)
     want = F.linear(h, ref.to(torch.bfloat16)) if onednn_rows == 1 else _made_whole(h, product)
     assert torch.equal(out, want)
+
+
+def test_minisgl_amx_tiles_0_puts_the_products_on_dequantize_and_gemm(monkeypatch):
+    product, ref = _blocks("q4_1", 64, 128, seed=15)
+    product.gemm_rows = 2
+    monkeypatch.setenv(dequant_gemm.AMX_ENV, "0")
+    dequant_gemm.amx_tiles.cache_clear()
+    try:
+        assert not dequant_gemm.amx_tiles() and dequant_gemm.way(2, None, 5) == "gemm"
+        x = _x(5, 128, seed=16)
+        assert torch.equal(product(x), F.linear(x, ref.to(torch.bfloat16)))  # the GEMM's bits
+    finally:
+        monkeypatch.delenv(dequant_gemm.AMX_ENV)
+        dequant_gemm.amx_tiles.cache_clear()
 
 
 amx = pytest.mark.skipif(not dequant_gemm.amx_tiles(), reason="no AMX tiles on this CPU (or in its build)")
