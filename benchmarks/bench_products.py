@@ -130,12 +130,14 @@ def chosen_way(rec: dict, crossovers: dict[str, tuple]) -> str:
 
 def step_totals(records: list[dict], layers: int, crossovers: dict[str, tuple]) -> dict[int, dict]:
     """Per row count, one decode step's products in ms per way, and "chosen": the layer's products times
-    `layers`, plus lm_head (with F.linear for a way that does not take lm_head's type)."""
+    `layers`, plus lm_head (with F.linear for a way that does not take lm_head's type). A way no product has
+    here (the AMX tiles on a CPU without them) is left out."""
+    present = [way for way in WAYS if any(way in rec["ms"] for rec in records)]
     totals: dict[int, dict[str, float]] = {}
     for rec in records:
-        per_way = totals.setdefault(rec["rows"], {way: 0.0 for way in (*WAYS, "chosen")})
+        per_way = totals.setdefault(rec["rows"], {way: 0.0 for way in (*present, "chosen")})
         times = 1 if rec["product"] == "lm_head" else layers
-        for way in WAYS:
+        for way in present:
             per_way[way] += times * rec["ms"].get(way, rec["ms"]["F.linear bf16"])
         per_way["chosen"] += times * rec["ms"][chosen_way(rec, crossovers)]
     return totals
@@ -191,7 +193,8 @@ def main(argv=None) -> int:
     print(f"\none decode step's products ({layers} layers x 4 products + lm_head), ms; int4pack's lm_head is F.linear")
     print(f"{'rows':>4s} " + " ".join(f"{w:>14s}" for w in (*WAYS, "chosen")) + f" {'chosen/bf16':>11s}")
     for r, t in step_totals(records, layers, crossovers).items():
-        print(f"{r:4d} " + " ".join(f"{t[w]:14.2f}" for w in (*WAYS, "chosen"))
+        cells = (f"{t[w]:14.2f}" if w in t else f"{'-':>14s}" for w in (*WAYS, "chosen"))
+        print(f"{r:4d} " + " ".join(cells)
               + f" {t['chosen'] / t['F.linear bf16']:10.2f}x")
     return 0
 

@@ -111,13 +111,23 @@ def _run_as_step(run, keep: tuple) -> None:
 
 
 AMX_ENV = "MINISGL_AMX_TILES"  # 0: never the tiles (dequantize + GEMM instead), e.g. on a VM that faults
+ONEDNN_ISA_ENV = "ONEDNN_MAX_CPU_ISA"  # oneDNN's own limit (e.g. AVX512_CORE_BF16: a CPU without AMX)
+
+
+def onednn_isa() -> str | None:
+    """The instruction set oneDNN is limited to (ONEDNN_MAX_CPU_ISA, upper case), None where it is not."""
+    isa = os.environ.get(ONEDNN_ISA_ENV, "").strip().upper()
+    return isa if isa and isa not in ("ALL", "DEFAULT") else None
 
 
 @functools.cache
 def amx_tiles() -> bool:
     """Whether the products may run on AMX's bfloat16 tiles here: the CPU has them, the kernels were built for
-    them, Linux granted this process their state, and MINISGL_AMX_TILES is not 0."""
-    if os.environ.get(AMX_ENV, "1") == "0" or not kernels.load():
+    them, Linux granted this process their state, MINISGL_AMX_TILES is not 0, and oneDNN is not limited to
+    an instruction set below AMX (so ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 runs the whole process as on a CPU
+    without AMX, e.g. an AMD EPYC)."""
+    isa = onednn_isa()
+    if os.environ.get(AMX_ENV, "1") == "0" or (isa and "AMX" not in isa) or not kernels.load():
         return False
     lib, p, i = kernels._lib, ctypes.c_void_p, ctypes.c_int64
     lib.amx_ready.argtypes, lib.amx_ready.restype = [], ctypes.c_int

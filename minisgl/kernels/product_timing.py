@@ -52,10 +52,13 @@ def cache_file() -> Path:
 
 
 def _key(shape: Shape) -> str:
-    """The cache's key: the shape, the thread count, and whether the tiles take part (MINISGL_AMX_TILES)."""
+    """The cache's key: the shape, the thread count, whether the tiles take part (MINISGL_AMX_TILES) and the
+    instruction set oneDNN is limited to, if it is (ONEDNN_MAX_CPU_ISA): each changes the crossovers."""
     ggml_type, n, k = shape
     tiles = " tiles" if dequant_gemm.amx_tiles() else ""
-    return f"{dequant_gemm.NAMES[ggml_type]} {n}x{k} threads={torch.get_num_threads()}{tiles}"
+    isa = dequant_gemm.onednn_isa()
+    onednn = f" onednn={isa}" if isa else ""
+    return f"{dequant_gemm.NAMES[ggml_type]} {n}x{k} threads={torch.get_num_threads()}{tiles}{onednn}"
 
 
 def crossovers(shapes: set[Shape]) -> dict[Shape, tuple[int | None, int | None]]:

@@ -59,6 +59,7 @@ def test_every_way_multiplies_the_models_own_weights(bundled_source, model_confi
             + three["down_proj"]["gguf"]) * layers + three["lm_head"][whole]
     assert totals[3]["chosen"] == pytest.approx(want)
     assert set(totals) == {1, 3}
+    assert set(totals[1]) == set(bench.WAYS) - absent | {"chosen"}  # no column of another way's times
 
 
 @pytest.mark.parametrize("argv", [["--rows", "0"], ["--rows", "1,x"], ["--repeats", "0"],

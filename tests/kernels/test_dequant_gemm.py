@@ -179,6 +179,26 @@ def test_minisgl_amx_tiles_0_puts_the_products_on_dequantize_and_gemm(monkeypatc
         dequant_gemm.amx_tiles.cache_clear()
 
 
+@pytest.mark.parametrize(("isa", "tiles_allowed"), [("avx512_core_bf16", False), ("AVX10_1_512_AMX", True),
+                                                    ("ALL", True)])
+def test_onednn_max_cpu_isa_below_amx_keeps_the_tiles_off_and_keys_the_timings_apart(monkeypatch, isa,
+                                                                                      tiles_allowed):
+    """ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 runs a process as on a CPU without AMX (an AMD EPYC's instruction
+    set): oneDNN's GEMM leaves its tiles, and so do ours; the crossovers timed so are kept apart."""
+    has_tiles = dequant_gemm.amx_tiles()
+    monkeypatch.setenv(dequant_gemm.ONEDNN_ISA_ENV, isa)
+    dequant_gemm.amx_tiles.cache_clear()
+    try:
+        assert dequant_gemm.amx_tiles() == (has_tiles and tiles_allowed)
+        tiles = " tiles" if dequant_gemm.amx_tiles() else ""
+        onednn = "" if isa == "ALL" else f" onednn={isa.upper()}"
+        assert product_timing._key((kernels.Q4_1, 960, 576)) == \
+            f"q4_1 960x576 threads={torch.get_num_threads()}{tiles}{onednn}"
+    finally:
+        monkeypatch.delenv(dequant_gemm.ONEDNN_ISA_ENV)
+        dequant_gemm.amx_tiles.cache_clear()
+
+
 amx = pytest.mark.skipif(not dequant_gemm.amx_tiles(), reason="no AMX tiles on this CPU (or in its build)")
 
 
