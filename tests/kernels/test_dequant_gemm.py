@@ -127,8 +127,7 @@ def test_auto_times_each_shape_once_and_every_later_choice_reads_it(tmp_path, mo
         assert a.onednn_rows is None  # no tiles: nothing to time against the GEMM
     assert a.gemm_rows == twin.gemm_rows == chosen["gate_up_proj"] and twin.onednn_rows == a.onednn_rows
     key = next(iter(saved))
-    tiles = " tiles" if dequant_gemm.amx_tiles() else ""  # the GGUF kernel's rival: timed apart
-    assert key == f"q4_1 512x256 threads={torch.get_num_threads()}{tiles}"
+    assert key == f"q4_1 512x256 threads={torch.get_num_threads()}{_key_tail()}"
     product_timing.cache_file().write_text(json.dumps({key: [7, 300]}))  # what an earlier start measured
     assert dequant_gemm.choose(products, "auto") == {"gate_up_proj": 7} and twin.onednn_rows == 300
 
@@ -143,9 +142,8 @@ def test_a_timing_child_that_cannot_start_leaves_the_timing_to_this_process(tmp_
         chosen = dequant_gemm.choose({"lm_head": [a]}, "auto")
     assert "could not time the products in a child process" in caplog.text
     assert chosen["lm_head"] in (None, 2, 64) and a.onednn_rows in (None, 64, 128)
-    tiles = " tiles" if dequant_gemm.amx_tiles() else ""
     assert json.loads(product_timing.cache_file().read_text()) == {
-        f"q8_0 64x128 threads={torch.get_num_threads()}{tiles}": [chosen["lm_head"], a.onednn_rows]}
+        f"q8_0 64x128 threads={torch.get_num_threads()}{_key_tail()}": [chosen["lm_head"], a.onednn_rows]}
 
 
 @pytest.mark.parametrize("onednn_rows", [None, 1])
@@ -168,15 +166,22 @@ def test_a_cpu_graph_records_the_product_as_a_step_and_replays_it_on_new_inputs(
 def test_minisgl_amx_tiles_0_puts_the_products_on_dequantize_and_gemm(monkeypatch):
     product, ref = _blocks("q4_1", 64, 128, seed=15)
     product.gemm_rows = 2
-    monkeypatch.setenv(dequant_gemm.AMX_ENV, "0")
-    dequant_gemm.amx_tiles.cache_clear()
     try:
-        assert not dequant_gemm.amx_tiles() and dequant_gemm.way(2, None, 5) == "gemm"
-        x = _x(5, 128, seed=16)
-        assert torch.equal(product(x), F.linear(x, ref.to(torch.bfloat16)))  # the GEMM's bits
+        with monkeypatch.context() as env:  # the setting as it was before the cache is cleared again
+            env.setenv(dequant_gemm.AMX_ENV, "0")
+            dequant_gemm.amx_tiles.cache_clear()
+            assert not dequant_gemm.amx_tiles() and dequant_gemm.way(2, None, 5) == "gemm"
+            x = _x(5, 128, seed=16)
+            assert torch.equal(product(x), F.linear(x, ref.to(torch.bfloat16)))  # the GEMM's bits
     finally:
-        monkeypatch.delenv(dequant_gemm.AMX_ENV)
         dequant_gemm.amx_tiles.cache_clear()
+
+
+def _key_tail() -> str:
+    """The end of a timing's cache key: the GGUF kernel's rival (the tiles, else the GEMM) is timed apart, and
+    so is a oneDNN limited by ONEDNN_MAX_CPU_ISA (the suite may run under one)."""
+    isa = dequant_gemm.onednn_isa()
+    return (" tiles" if dequant_gemm.amx_tiles() else "") + (f" onednn={isa}" if isa else "")
 
 
 @pytest.mark.parametrize(("isa", "tiles_allowed"), [("avx512_core_bf16", False), ("AVX10_1_512_AMX", True),
@@ -185,17 +190,19 @@ def test_onednn_max_cpu_isa_below_amx_keeps_the_tiles_off_and_keys_the_timings_a
                                                                                       tiles_allowed):
     """ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 runs a process as on a CPU without AMX (an AMD EPYC's instruction
     set): oneDNN's GEMM leaves its tiles, and so do ours; the crossovers timed so are kept apart."""
-    has_tiles = dequant_gemm.amx_tiles()
-    monkeypatch.setenv(dequant_gemm.ONEDNN_ISA_ENV, isa)
-    dequant_gemm.amx_tiles.cache_clear()
     try:
-        assert dequant_gemm.amx_tiles() == (has_tiles and tiles_allowed)
-        tiles = " tiles" if dequant_gemm.amx_tiles() else ""
-        onednn = "" if isa == "ALL" else f" onednn={isa.upper()}"
-        assert product_timing._key((kernels.Q4_1, 960, 576)) == \
-            f"q4_1 960x576 threads={torch.get_num_threads()}{tiles}{onednn}"
+        with monkeypatch.context() as env:
+            env.delenv(dequant_gemm.ONEDNN_ISA_ENV, raising=False)  # whether this CPU has tiles, unlimited
+            dequant_gemm.amx_tiles.cache_clear()
+            has_tiles = dequant_gemm.amx_tiles()
+            env.setenv(dequant_gemm.ONEDNN_ISA_ENV, isa)
+            dequant_gemm.amx_tiles.cache_clear()
+            assert dequant_gemm.amx_tiles() == (has_tiles and tiles_allowed)
+            tiles = " tiles" if dequant_gemm.amx_tiles() else ""
+            onednn = "" if isa == "ALL" else f" onednn={isa.upper()}"
+            assert product_timing._key((kernels.Q4_1, 960, 576)) == \
+                f"q4_1 960x576 threads={torch.get_num_threads()}{tiles}{onednn}"
     finally:
-        monkeypatch.delenv(dequant_gemm.ONEDNN_ISA_ENV)
         dequant_gemm.amx_tiles.cache_clear()
 
 
