@@ -17,7 +17,8 @@ void silu_and_mul(const T* gate_up, T* out, int64_t rows, int64_t inter, int thr
 #pragma omp simd
     for (int64_t i = 0; i < inter; ++i) {
       float g = to_float(gate[i]);
-      float silu = to_float(from_float<T>(g / (1.f + exp_approx(-g))));  // rounded like the reference's F.silu
+      // rounded like the reference's F.silu
+      float silu = to_float(from_float<T>(g / (1.f + exp_approx(-g))));
       o[i] = from_float<T>(silu * to_float(up[i]));
     }
   });

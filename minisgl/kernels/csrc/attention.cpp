@@ -31,8 +31,8 @@ inline void prefetch_row(const T* row, int64_t n) {
 // registers), or 0 for any other size.
 template <typename T, int D>
 void attend(const T* q, int64_t q_stride, const T* k_buffer, const T* v_buffer, T* out, const int64_t* slots,
-            const int64_t* lens, int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim_rt, float scale,
-            float* qf, float* row, float* acc, float* scores, const int64_t* kv_of) {
+            const int64_t* lens, int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim_rt,
+            float scale, float* qf, float* row, float* acc, float* scores, const int64_t* kv_of) {
   const int64_t head_dim = D ? D : head_dim_rt, kv_row = kv_heads * head_dim, width = q_heads * head_dim;
   const int64_t len = lens[rows - 1];  // the last row sees the most slots
   for (int64_t r = 0; r < rows; ++r)
@@ -87,9 +87,9 @@ void attend(const T* q, int64_t q_stride, const T* k_buffer, const T* v_buffer, 
 
 template <typename T>
 void decode_attention(const T* q, const T* k_buffer, const T* v_buffer, T* out, const int64_t* req_to_token,
-                      const int64_t* req_pool_indices, const int64_t* seq_lens, int64_t batch, int64_t q_heads,
-                      int64_t kv_heads, int64_t head_dim, int64_t q_row_stride, int64_t max_context,
-                      float scale, int threads) {
+                      const int64_t* req_pool_indices, const int64_t* seq_lens, int64_t batch,
+                      int64_t q_heads, int64_t kv_heads, int64_t head_dim, int64_t q_row_stride,
+                      int64_t max_context, float scale, int threads) {
   auto* one = head_dim == 64 ? attend<T, 64> : head_dim == 128 ? attend<T, 128> : attend<T, 0>;
   // consecutive rows of one request, each one slot longer than the one before (a verify forward's rows),
   // go together: starts[g] is group g's first row
@@ -114,8 +114,8 @@ void decode_attention(const T* q, const T* k_buffer, const T* v_buffer, T* out, 
     s.acc.resize(rows * q_heads * head_dim);
     s.scores.resize(rows * q_heads * seq_lens[b + rows - 1]);
     one(q + b * q_row_stride, q_row_stride, k_buffer, v_buffer, out + b * q_heads * head_dim,
-        req_to_token + req_pool_indices[b] * max_context, seq_lens + b, rows, q_heads, kv_heads, head_dim, scale,
-        s.qf.data(), s.row.data(), s.acc.data(), s.scores.data(), s.kv_of.data());
+        req_to_token + req_pool_indices[b] * max_context, seq_lens + b, rows, q_heads, kv_heads, head_dim,
+        scale, s.qf.data(), s.row.data(), s.acc.data(), s.scores.data(), s.kv_of.data());
   };
   if (threads > 1 && groups > 1) {  // else no OpenMP at all (see parallel_for in common.h)
 #pragma omp parallel num_threads(threads)
@@ -134,8 +134,8 @@ void decode_attention(const T* q, const T* k_buffer, const T* v_buffer, T* out, 
 
 #define P(T)                                                                                                \
   (const T* q, const T* k_buffer, const T* v_buffer, T* out, const int64_t* req_to_token,                \
-   const int64_t* req_pool_indices, const int64_t* seq_lens, int64_t batch, int64_t q_heads, int64_t kv_heads, \
-   int64_t head_dim, int64_t q_row_stride, int64_t max_context, float scale, int threads)
+   const int64_t* req_pool_indices, const int64_t* seq_lens, int64_t batch, int64_t q_heads,             \
+   int64_t kv_heads, int64_t head_dim, int64_t q_row_stride, int64_t max_context, float scale, int threads)
 EXPORT_BOTH(decode_attention, P(float), P(uint16_t),
             (q, k_buffer, v_buffer, out, req_to_token, req_pool_indices, seq_lens, batch, q_heads, kv_heads,
              head_dim, q_row_stride, max_context, scale, threads))

@@ -26,10 +26,10 @@ void rotary_embedding_f32(P, void*, void*, P, P, int64_t, int64_t, int64_t, int6
 void rotary_embedding_bf16(P, void*, void*, P, P, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int);
 void silu_and_mul_f32(P, void*, int64_t, int64_t, int);
 void silu_and_mul_bf16(P, void*, int64_t, int64_t, int);
-void decode_attention_f32(P, P, P, void*, P, P, P, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float,
-                          int);
-void decode_attention_bf16(P, P, P, void*, P, P, P, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float,
-                           int);
+void decode_attention_f32(P, P, P, void*, P, P, P, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                          float, int);
+void decode_attention_bf16(P, P, P, void*, P, P, P, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           float, int);
 void q8_0_linear_f32(P, P, void*, int64_t, int64_t, int64_t, int);
 void q8_0_linear_bf16(P, P, void*, int64_t, int64_t, int64_t, int);
 void q4_linear_f32(P, P, void*, int64_t, int64_t, int64_t, int, int);
@@ -48,7 +48,8 @@ namespace {
 // is) goes to slot loc[i] of dst, whose rows are `width` elements. What index_copy_ does.
 template <typename T>
 void kv_write(const T* src, T* dst, const int64_t* loc, int64_t rows, int64_t width, int64_t row_stride) {
-  for (int64_t i = 0; i < rows; ++i) std::memcpy(dst + loc[i] * width, src + i * row_stride, width * sizeof(T));
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(dst + loc[i] * width, src + i * row_stride, width * sizeof(T));
 }
 
 // Rows ids[i] of a packed Q8_0 table (packed_blocks.h: row i is column i % GROUP of group i / GROUP):
@@ -72,20 +73,20 @@ void q8_0_embedding(const int64_t* ids, const uint8_t* packed, T* out, int64_t r
 
 extern "C" {
 void kv_write_f32(const void* src, void* dst, const void* loc, int64_t rows, int64_t width, int64_t stride) {
-  kv_write(static_cast<const float*>(src), static_cast<float*>(dst), static_cast<const int64_t*>(loc), rows, width,
-           stride);
-}
-void kv_write_bf16(const void* src, void* dst, const void* loc, int64_t rows, int64_t width, int64_t stride) {
-  kv_write(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), static_cast<const int64_t*>(loc), rows,
+  kv_write(static_cast<const float*>(src), static_cast<float*>(dst), static_cast<const int64_t*>(loc), rows,
            width, stride);
 }
+void kv_write_bf16(const void* src, void* dst, const void* loc, int64_t rows, int64_t width, int64_t stride) {
+  kv_write(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), static_cast<const int64_t*>(loc),
+           rows, width, stride);
+}
 void q8_0_embedding_f32(const void* ids, const void* raw, void* out, int64_t rows, int64_t dim) {
-  q8_0_embedding(static_cast<const int64_t*>(ids), static_cast<const uint8_t*>(raw), static_cast<float*>(out), rows,
-                 dim);
+  q8_0_embedding(static_cast<const int64_t*>(ids), static_cast<const uint8_t*>(raw), static_cast<float*>(out),
+                 rows, dim);
 }
 void q8_0_embedding_bf16(const void* ids, const void* raw, void* out, int64_t rows, int64_t dim) {
-  q8_0_embedding(static_cast<const int64_t*>(ids), static_cast<const uint8_t*>(raw), static_cast<uint16_t*>(out),
-                 rows, dim);
+  q8_0_embedding(static_cast<const int64_t*>(ids), static_cast<const uint8_t*>(raw),
+                 static_cast<uint16_t*>(out), rows, dim);
 }
 void bf16_to_f32(const void* in, void* out, int64_t n) {
   const uint16_t* x = static_cast<const uint16_t*>(in);
@@ -112,22 +113,22 @@ void graph_replay(const GraphOp* ops, int64_t n) {
       case 2: fused_add_rms_norm_f32(PTR(0), PTR(1), PTR(2), op.a[3], op.a[4], op.f, INT(5), INT(6)); break;
       case 3: fused_add_rms_norm_bf16(PTR(0), PTR(1), PTR(2), op.a[3], op.a[4], op.f, INT(5), INT(6)); break;
       case 4:
-        rotary_embedding_f32(PTR(0), PTR(1), PTR(2), PTR(3), PTR(4), op.a[5], op.a[6], op.a[7], op.a[8], op.a[9],
-                             op.a[10], INT(11));
+        rotary_embedding_f32(PTR(0), PTR(1), PTR(2), PTR(3), PTR(4), op.a[5], op.a[6], op.a[7], op.a[8],
+                             op.a[9], op.a[10], INT(11));
         break;
       case 5:
-        rotary_embedding_bf16(PTR(0), PTR(1), PTR(2), PTR(3), PTR(4), op.a[5], op.a[6], op.a[7], op.a[8], op.a[9],
-                              op.a[10], INT(11));
+        rotary_embedding_bf16(PTR(0), PTR(1), PTR(2), PTR(3), PTR(4), op.a[5], op.a[6], op.a[7], op.a[8],
+                              op.a[9], op.a[10], INT(11));
         break;
       case 6: silu_and_mul_f32(PTR(0), PTR(1), op.a[2], op.a[3], INT(4)); break;
       case 7: silu_and_mul_bf16(PTR(0), PTR(1), op.a[2], op.a[3], INT(4)); break;
       case 8:
-        decode_attention_f32(PTR(0), PTR(1), PTR(2), PTR(3), PTR(4), PTR(5), PTR(6), op.a[7], op.a[8], op.a[9],
-                             op.a[10], op.a[11], op.a[12], op.f, INT(13));
+        decode_attention_f32(PTR(0), PTR(1), PTR(2), PTR(3), PTR(4), PTR(5), PTR(6), op.a[7], op.a[8],
+                             op.a[9], op.a[10], op.a[11], op.a[12], op.f, INT(13));
         break;
       case 9:
-        decode_attention_bf16(PTR(0), PTR(1), PTR(2), PTR(3), PTR(4), PTR(5), PTR(6), op.a[7], op.a[8], op.a[9],
-                              op.a[10], op.a[11], op.a[12], op.f, INT(13));
+        decode_attention_bf16(PTR(0), PTR(1), PTR(2), PTR(3), PTR(4), PTR(5), PTR(6), op.a[7], op.a[8],
+                              op.a[9], op.a[10], op.a[11], op.a[12], op.f, INT(13));
         break;
       case 10: q8_0_linear_f32(PTR(0), PTR(1), PTR(2), op.a[3], op.a[4], op.a[5], INT(6)); break;
       case 11: q8_0_linear_bf16(PTR(0), PTR(1), PTR(2), op.a[3], op.a[4], op.a[5], INT(6)); break;

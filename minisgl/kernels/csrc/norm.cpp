@@ -95,8 +95,8 @@ void rms_norm(const T* x, const T* weight, T* out, int64_t rows, int64_t hidden,
 }
 
 template <typename T>
-void fused_add_rms_norm(T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps, int lanes,
-                        int threads) {
+void fused_add_rms_norm(T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps,
+                        int lanes, int threads) {
   parallel_for(rows, threads, rows >= 16, [=](int64_t r) {
     T* xr = x + r * hidden;
     T* res = residual + r * hidden;
@@ -107,10 +107,13 @@ void fused_add_rms_norm(T* x, T* residual, const T* weight, int64_t rows, int64_
 
 }  // namespace
 
-#define P(T) (const T* x, const T* weight, T* out, int64_t rows, int64_t hidden, float eps, int lanes, int threads)
+#define P(T) \
+  (const T* x, const T* weight, T* out, int64_t rows, int64_t hidden, float eps, int lanes, int threads)
 EXPORT_BOTH(rms_norm, P(float), P(uint16_t), (x, weight, out, rows, hidden, eps, lanes, threads))
 #undef P
 
-#define P(T) (T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps, int lanes, int threads)
-EXPORT_BOTH(fused_add_rms_norm, P(float), P(uint16_t), (x, residual, weight, rows, hidden, eps, lanes, threads))
+#define P(T) \
+  (T* x, T* residual, const T* weight, int64_t rows, int64_t hidden, float eps, int lanes, int threads)
+EXPORT_BOTH(fused_add_rms_norm, P(float), P(uint16_t),
+            (x, residual, weight, rows, hidden, eps, lanes, threads))
 #undef P

@@ -63,7 +63,8 @@ struct Q4Pack {
       if (SIZE == 20) std::memcpy(out + 2 * GROUP + 2 * c, col[c] + 2, 2);
       for (int k = 0; k < BLOCK; ++k) {
         const int i = k / 2, at = HEAD + 2 * (2 * GROUP * (i / 4) + 2 * c + k % 2);
-        const uint16_t lane = static_cast<uint16_t>(load_u16(out + at) | file_code(col[c], k) << (4 * (i % 4)));
+        const uint16_t code = static_cast<uint16_t>(file_code(col[c], k) << (4 * (i % 4)));
+        const uint16_t lane = static_cast<uint16_t>(load_u16(out + at) | code);
         std::memcpy(out + at, &lane, 2);
       }
     }

@@ -42,7 +42,8 @@ template <class Pack>
 inline float scale_of(const uint8_t* blk, int c) { return half_to_float(load_u16(blk + 2 * c)); }
 template <class Pack>
 inline float offset_of(const uint8_t* blk, int c) {
-  return Pack::HEAD == 4 * GROUP ? half_to_float(load_u16(blk + 2 * GROUP + 2 * c)) : -8.f * scale_of<Pack>(blk, c);
+  if (Pack::HEAD == 4 * GROUP) return half_to_float(load_u16(blk + 2 * GROUP + 2 * c));
+  return -8.f * scale_of<Pack>(blk, c);
 }
 
 #if MINISGL_PACKED_AVX2
@@ -99,14 +100,15 @@ template <>
 inline void block_stats(const uint16_t* x, int64_t n, float* sum, float* amax) {
 #if MINISGL_PACKED_AVX512
   constexpr int LANES = 16;
-  const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(2 * BLOCK));  // bytes from block to block
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_mullo_epi32(lane, _mm512_set1_epi32(2 * BLOCK));  // bytes from block to block
   const __m512i high = _mm512_set1_epi32(static_cast<int32_t>(0xffff0000u));
   for (int64_t rb = 0; rb < n; rb += LANES) {
     const __mmask16 live = n - rb >= LANES ? 0xffff : static_cast<__mmask16>((1u << (n - rb)) - 1);
     __m512 s = _mm512_setzero_ps(), a = _mm512_setzero_ps();
     for (int i = 0; i < BLOCK; i += 2) {
-      const __m512i two = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, step, x + rb * BLOCK + i, 1);
+      const __m512i two =
+          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, step, x + rb * BLOCK + i, 1);
       const __m512 first = _mm512_castsi512_ps(_mm512_slli_epi32(two, 16));
       const __m512 second = _mm512_castsi512_ps(_mm512_and_si512(two, high));
       s = _mm512_add_ps(_mm512_add_ps(s, first), second);
@@ -117,7 +119,8 @@ inline void block_stats(const uint16_t* x, int64_t n, float* sum, float* amax) {
   }
 #else
   constexpr int LANES = 8;
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), step = _mm256_slli_epi32(lane, 6);  // 64 bytes
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i step = _mm256_slli_epi32(lane, 6);  // 64 bytes from block to block
   const __m256i high = _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u));
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int64_t rb = 0; rb < n; rb += LANES) {
@@ -190,7 +193,8 @@ void quantize_rows(const T* x, int64_t rows, int64_t k, RowsI16& o) {
 
 // one group, rows [r0, r0 + TILE): the definition above, in plain C++ (where AVX2 is missing)
 template <int TILE, class Pack>
-inline void tile_plain(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t blocks, float (*out)[GROUP]) {
+inline void tile_plain(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t blocks,
+                       float (*out)[GROUP]) {
   for (int t = 0; t < TILE; ++t)
     for (int c = 0; c < GROUP; ++c) {
       float acc = 0.f, off = 0.f;
@@ -254,7 +258,8 @@ inline void group_f32(const float* x, int64_t rows, int64_t k, const uint8_t* gr
 }
 
 template <typename T, class Pack>
-void packed_linear(const T* x, const uint8_t* packed, T* out, int64_t rows, int64_t n, int64_t k, int threads) {
+void packed_linear(const T* x, const uint8_t* packed, T* out, int64_t rows, int64_t n, int64_t k,
+                   int threads) {
   const int64_t blocks = k / BLOCK, groups = (n + GROUP - 1) / GROUP;
   const bool worth = n * k * rows >= 65536;
   if constexpr (sizeof(T) == 4) {

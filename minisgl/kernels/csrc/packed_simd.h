@@ -28,7 +28,9 @@ inline VI zero_i() { return _mm512_setzero_si512(); }
 inline VI add_i32(VI a, VI b) { return _mm512_add_epi32(a, b); }
 inline VI dot(VI s, VI w, VI x) { return _mm512_dpwssd_epi32(s, w, x); }
 constexpr bool FUSED_DOT = true;  // one instruction of several cycles, on the chain through the sum
-inline VF halves(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline VF halves(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
 inline VF set1_f(float v) { return _mm512_set1_ps(v); }
 inline VF zero_f() { return _mm512_setzero_ps(); }
 inline VF to_f(VI a) { return _mm512_cvtepi32_ps(a); }
@@ -59,7 +61,9 @@ constexpr bool FUSED_DOT = true;
 inline VI dot(VI s, VI w, VI x) { return _mm256_add_epi32(s, _mm256_madd_epi16(w, x)); }
 constexpr bool FUSED_DOT = false;  // the madd is off the chain through the sum, which is one add of a cycle
 #endif
-inline VF halves(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline VF halves(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 inline VF set1_f(float v) { return _mm256_set1_ps(v); }
 inline VF zero_f() { return _mm256_setzero_ps(); }
 inline VF to_f(VI a) { return _mm256_cvtepi32_ps(a); }
@@ -115,7 +119,8 @@ inline void tile_simd(const RowsI16& x, int64_t r0, const uint8_t* grp, int64_t 
       for (int c = 1; c < CHAINS; ++c) s[t][0] = add_i32(s[t][0], s[t][c]);
     const VF d = halves(blk);
     VF m = zero_f();
-    if constexpr (Pack::OFFSETS) m = Pack::HEAD == 4 * GROUP ? halves(blk + 2 * GROUP) : mul_f(d, set1_f(-8.f));
+    if constexpr (Pack::OFFSETS)
+      m = Pack::HEAD == 4 * GROUP ? halves(blk + 2 * GROUP) : mul_f(d, set1_f(-8.f));
     for (int t = 0; t < TILE; ++t) {
       const int64_t at = (r0 + t) * blocks + b;
       acc[t] = fma_f(to_f(s[t][0]), mul_f(d, set1_f(x.dx[at])), acc[t]);

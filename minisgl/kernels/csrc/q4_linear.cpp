@@ -51,7 +51,8 @@ extern "C" void q4_pack(const uint8_t* raw, uint8_t* packed, int64_t n, int64_t 
 
 // bfloat16 x's codes, steps and sums as the products make them (quantize_rows): for the tests, which compare
 // this CPU's build with the plain and AVX2 ones; q [rows, k], dx and sx [rows, k / 32]
-extern "C" void quantize_x_bf16(const uint16_t* x, int64_t rows, int64_t k, int16_t* q, float* dx, float* sx) {
+extern "C" void quantize_x_bf16(const uint16_t* x, int64_t rows, int64_t k, int16_t* q, float* dx,
+                                float* sx) {
   RowsI16 codes;
   quantize_rows(x, rows, k, codes);
   std::memcpy(q, codes.q.data(), codes.q.size() * sizeof(int16_t));
@@ -59,6 +60,7 @@ extern "C" void quantize_x_bf16(const uint16_t* x, int64_t rows, int64_t k, int1
   std::memcpy(sx, codes.sx.data(), codes.sx.size() * sizeof(float));
 }
 
-#define P(T) (const T* x, const uint8_t* packed, T* out, int64_t rows, int64_t n, int64_t k, int ggml_type, int threads)
+#define P(T) \
+  (const T* x, const uint8_t* packed, T* out, int64_t rows, int64_t n, int64_t k, int ggml_type, int threads)
 EXPORT_BOTH(q4_linear, P(float), P(uint16_t), (x, packed, out, rows, n, k, ggml_type, threads))
 #undef P

@@ -3,9 +3,9 @@
 //   q8_0_linear         out[r, j] = sum_k x[r, k] * d[j, k / 32] * q[j, k]
 //
 // The file's blocks: per 32 weights an fp16 scale d then 32 int8 codes q, 34 bytes, where bfloat16 takes
-// 64. q8_0_pack repacks them once, at load, into groups of 8 or 16 columns with the same bytes (packed_blocks.h);
-// q8_0_linear multiplies the packed groups (packed_linear.h): d * q is exact in float32, so the float32
-// path multiplies by the exact dequantized weight.
+// 64. q8_0_pack repacks them once, at load, into groups of 8 or 16 columns with the same bytes
+// (packed_blocks.h); q8_0_linear multiplies the packed groups (packed_linear.h): d * q is exact in float32,
+// so the float32 path multiplies by the exact dequantized weight.
 
 #include "packed_linear.h"
 

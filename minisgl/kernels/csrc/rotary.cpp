@@ -46,8 +46,9 @@ void rotary_embedding(const int64_t* positions, T* q, T* k, const float* cos_cac
 
 #define P(T)                                                                                              \
   (const int64_t* positions, T* q, T* k, const float* cos_cache, const float* sin_cache, int64_t rows, \
-   int64_t q_heads, int64_t k_heads, int64_t head_dim, int64_t q_row_stride, int64_t k_row_stride, int threads)
+   int64_t q_heads, int64_t k_heads, int64_t head_dim, int64_t q_row_stride, int64_t k_row_stride,       \
+   int threads)
 EXPORT_BOTH(rotary_embedding, P(float), P(uint16_t),
-            (positions, q, k, cos_cache, sin_cache, rows, q_heads, k_heads, head_dim, q_row_stride, k_row_stride,
-             threads))
+            (positions, q, k, cos_cache, sin_cache, rows, q_heads, k_heads, head_dim, q_row_stride,
+             k_row_stride, threads))
 #undef P

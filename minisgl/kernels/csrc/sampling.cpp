@@ -23,7 +23,8 @@ inline f32x16 load16(const float* p) {
 // log-probability under softmax(row): max - logsumexp(row) = -log(sum(exp(row - max))).
 // The argmax keeps 16 running maxima with their indices (one per vector lane, strict > keeps each lane's
 // first), then takes the largest, lowest index on ties; the sum is a second, vectorized pass.
-void greedy_sample(const float* logits, int64_t* ids, float* logprobs, int64_t rows, int64_t vocab, int threads) {
+void greedy_sample(const float* logits, int64_t* ids, float* logprobs, int64_t rows, int64_t vocab,
+                   int threads) {
   parallel_for(rows, threads, rows >= 2, [=](int64_t r) {
     const float* x = logits + r * vocab;
     const int64_t body = vocab / 16 * 16;
@@ -41,7 +42,8 @@ void greedy_sample(const float* logits, int64_t* ids, float* logprobs, int64_t r
       }
       top = lane_max[0], best = lane_idx[0];
       for (int l = 1; l < 16; ++l)
-        if (lane_max[l] > top || (lane_max[l] == top && lane_idx[l] < best)) top = lane_max[l], best = lane_idx[l];
+        if (lane_max[l] > top || (lane_max[l] == top && lane_idx[l] < best))
+          top = lane_max[l], best = lane_idx[l];
     }
     for (int64_t i = body; i < vocab; ++i)
       if (x[i] > top) top = x[i], best = i;
@@ -56,7 +58,7 @@ void greedy_sample(const float* logits, int64_t* ids, float* logprobs, int64_t r
 
 }  // namespace
 
-extern "C" void greedy_sample_f32(const float* logits, int64_t* ids, float* logprobs, int64_t rows, int64_t vocab,
-                                  int threads) {
+extern "C" void greedy_sample_f32(const float* logits, int64_t* ids, float* logprobs, int64_t rows,
+                                  int64_t vocab, int threads) {
   greedy_sample(logits, ids, logprobs, rows, vocab, threads);
 }
