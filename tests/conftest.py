@@ -50,7 +50,6 @@ LONG_MODULES = [
     "tests/distributed/test_tensor_parallel.py",
     "tests/labs/test_mutants.py",
     "tests/kernels/test_build_and_runner.py",
-    "tests/server/test_data_parallel.py",
     "tests/tui/test_dashboard.py",
     "tests/tui/test_app_panes.py",
     "tests/scheduler/test_overlap.py",

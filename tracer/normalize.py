@@ -81,6 +81,9 @@ def summary_text(trace: Trace) -> str:
 SHARED_PROCS = ("tokenizer_manager", "data_parallel_controller", "detokenizer")
 # load polls and reports (the router's /health, the DP controller's loads): sent on their own clocks
 LOAD_PROBES = frozenset({"GetLoadReq", "GetLoadReqOutput"})
+# what goes to every rank and comes back from each (load polls, a cache flush): each rank answers on its own
+# clock, so the replies of several ranks reach the detokenizer and the TokenizerManager in either order
+RANK_REPLIES = LOAD_PROBES | {"FlushCacheReq", "FlushCacheReqOutput"}
 
 
 def rid_key(rec: dict[str, Any]) -> str:
@@ -91,7 +94,8 @@ def served_summary_text(trace: Trace) -> str:
     """summary_text for a run of the real server with several requests in flight (the served scenarios
     with goldens): the HTTP server + TokenizerManager, the DataParallelController and the detokenizer list
     each request's events together, in the order the process wrote them (rid-less events first, load polls
-    after them in text order); every scheduler keeps its own order, which is the engine's logic."""
+    and flushes after them in text order); every scheduler keeps its own order, which is the engine's
+    logic."""
     recs = normalize(trace)
     if any("/" in rec["proc"] for rec in recs):  # a merged prefill/decode trace (tracer/servers.py)
         recs = pair_neutral(recs)
@@ -101,9 +105,10 @@ def served_summary_text(trace: Trace) -> str:
         if rec["proc"] not in SHARED_PROCS:
             return rec["proc"], "", 0, "", i
         rid = rid_key(rec)
-        if not rid and (rec.get("attrs") or {}).get("msg") in LOAD_PROBES:
-            # load polls and reports (several schedulers answer, on their own clocks): how many is the
-            # engine's logic, their order among themselves and beside other rid-less messages is not
+        if not rid and (rec.get("attrs") or {}).get("msg") in RANK_REPLIES:
+            # load polls and reports, a flush and its replies (several schedulers answer, on their own
+            # clocks): how many is the engine's logic, their order among themselves and beside other
+            # rid-less messages is not
             return rec["proc"], rid, 1, event_line(rec), 0
         return rec["proc"], rid, 0, "", i
 

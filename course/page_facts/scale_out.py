@@ -55,6 +55,24 @@ def dp_facts(t) -> dict:
         out[f"rank{rank}_schedule"] = _rank_rounds(view)
     for ev in dispatches:
         out[f"loads_{ev.rid}"] = "[" + ", ".join(map(str, ev.get("loads"))) + "]"
+        out[f"dp_rank_{ev.rid}"] = ev.get("dp_rank")
+    turns = [ev for ev in dispatches if not ev.get("routed")]
+    chosen = [ev for ev in dispatches if ev.get("routed")]
+    cached = {ev.rid: ev.get("cached_tokens") for ev in t.events if ev.name == "sched.finished"}
+    out |= {
+        "dp_turn_rids": [ev.rid for ev in turns],
+        "dp_turn_ranks": [ev.get("dp_rank") for ev in turns],
+        "dp_routed_rids": [ev.rid for ev in chosen],
+        # whose turn it was when the chosen ones came: a chosen rank takes no turn
+        "dp_next_turn": len(turns) % len(procs),
+    }
+    from minisgl.scenarios.data_parallel import WAVES
+
+    out |= {f"dp_ask_{rid}": json.dumps(question) for wave in WAVES for rid, question, *_ in wave}
+    if chosen:  # how much more than the chat template the first chosen request found on its rank
+        first = chosen[0].rid
+        template = min(n for rid, n in cached.items() if rid != first and n)
+        out["dp_chosen_beyond_template"] = cached[first] - template
     return out
 
 

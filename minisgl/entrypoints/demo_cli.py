@@ -14,6 +14,7 @@ from collections import deque
 
 READY = re.compile(r"ready at (http://\S+)")
 TRACING = re.compile(r"tracing to (.+) \(level")
+SOCKETS = re.compile(r"sockets in (\S+)\)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +44,7 @@ class _ServerOutput:
     def __init__(self, proc: subprocess.Popen):
         self.url: str | None = None
         self.trace_dir: str | None = None
+        self.ipc_dir: str | None = None  # the folder of the server's ZeroMQ sockets, removed when it stops
         self.tail: deque[str] = deque(maxlen=20)
         self.ready = threading.Event()
         self.closed = threading.Event()  # the whole output is read: tail holds the last lines
@@ -54,6 +56,8 @@ class _ServerOutput:
             self.tail.append(line)
             if (m := TRACING.search(line)) is not None:
                 self.trace_dir = m.group(1)
+            if (m := SOCKETS.search(line)) is not None:
+                self.ipc_dir = m.group(1)
             if (m := READY.search(line)) is not None:
                 self.url = m.group(1)
                 self.ready.set()

@@ -66,7 +66,9 @@ class Scenario:
     flags: dict[str, Any]
     steps: tuple[Step, ...] = ()
     look_at: Callable[[Any], Look] | None = None
-    server: Callable[[str], None] | None = None  # a scenario about HTTP: drives a real server at this URL
+    # a scenario about HTTP: drives a real server at this URL, giving each request's result by rid (or an
+    # Outcome, with what else it read in `probes`)
+    server: Callable[[str], Any] | None = None
     server_flags: tuple[str, ...] = ()
     pd_disaggregation: bool = False  # a prefill and a decode server behind SGLang's router (pd_server.py)
 

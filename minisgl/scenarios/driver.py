@@ -15,10 +15,14 @@ MAX_LOOPS = 10_000  # a scenario is a few dozen rounds; this only stops a bug fr
 
 @dataclass
 class Outcome:
-    """What the run gave back: each request's result (or its error), and the rounds that ran a batch."""
+    """What the run gave back: each request's result (or its error), and the rounds that ran a batch; a
+    served run also what its client read besides the requests (`probes`) and how many processes the server
+    ran (every one of them ended with it)."""
 
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     rounds: int = 0
+    probes: dict[str, Any] = field(default_factory=dict)
+    server_processes: int = 0
 
 
 def engine_args(scenario: Scenario) -> dict[str, Any]:

@@ -17,10 +17,13 @@ def stream_chat(
     leave_after: int | None = None,
     on_first: Callable[[], None] | None = None,
     model: str | None = None,
+    extra: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """POST /v1/chat/completions with stream=True; read every SSE message (or only `leave_after` of them,
     then close the connection as a client that goes away would). `on_first()` is called once the first
-    message has arrived. `model`: the model id to send (SGLang's router forwards `unknown` without one)."""
+    message has arrived. `model`: the model id to send (SGLang's router forwards `unknown` without one);
+    `extra`: more body fields, `headers`: HTTP headers (e.g. a data-parallel rank, chosen)."""
     body = {
         "messages": [{"role": "user", "content": question}],
         "max_tokens": max_tokens,
@@ -28,11 +31,12 @@ def stream_chat(
         "stream": True,
         "rid": rid,
         **({"model": model} if model is not None else {}),
+        **(extra or {}),
     }
     text, chunks = "", 0
     with (
         httpx.Client(base_url=url, timeout=300) as client,
-        client.stream("POST", "/v1/chat/completions", json=body) as resp,
+        client.stream("POST", "/v1/chat/completions", json=body, headers=headers or {}) as resp,
     ):
         if resp.status_code != 200:
             return {"rid": rid, "error": resp.read().decode()}

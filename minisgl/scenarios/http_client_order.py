@@ -11,18 +11,21 @@ from minisgl.scenarios.http_client import stream_chat
 FIRST_CHUNK_TIMEOUT = 300  # seconds: a first token on a busy 2-core machine
 
 
-def stream_chats_in_order(url: str, asks: list[tuple[str, str, int]]) -> dict[str, dict[str, Any]]:
-    """Stream one chat per (rid, question, max_tokens), all in flight together; each is sent once the one
-    before has streamed its first message, so the server received them in the order given (two requests
-    sent at the same moment reach it in either order)."""
+def stream_chats_in_order(url: str, asks: list[tuple]) -> dict[str, dict[str, Any]]:
+    """Stream one chat per (rid, question, max_tokens[, body fields[, headers]]), all in flight together;
+    each is sent once the one before has streamed its first message, so the server received them in the
+    order given (two requests sent at the same moment reach it in either order)."""
     results: dict[str, dict[str, Any]] = {}
     threads = []
-    for rid, question, max_tokens in asks:
+    for rid, question, max_tokens, *how in asks:
         started = threading.Event()
+        extra, headers = (*how, None, None)[:2]
 
-        def one(rid=rid, question=question, max_tokens=max_tokens, started=started) -> None:
+        def one(rid=rid, question=question, max_tokens=max_tokens, started=started, extra=extra,
+                headers=headers) -> None:
             try:
-                results[rid] = stream_chat(url, rid, question, max_tokens, on_first=started.set)
+                results[rid] = stream_chat(url, rid, question, max_tokens, on_first=started.set, extra=extra,
+                                           headers=headers)
             except Exception as e:  # noqa: BLE001  (the caller reports it as this request's result)
                 results[rid] = {"rid": rid, "error": f"{type(e).__name__}: {e}"}
             finally:

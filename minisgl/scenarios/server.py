@@ -3,8 +3,11 @@ in a subprocess on a free port, driven by an HTTP client, then stopped with Ctrl
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import psutil
 
 from minisgl.scenarios.base import TRACE_LEVEL, Scenario
 from minisgl.scenarios.driver import Outcome, engine_args
@@ -64,12 +67,14 @@ def run_server(scenario: Scenario, trace_dir: str) -> Outcome:
     )
     out = _ServerOutput(proc)
     failed: Exception | None = None
+    family: list[psutil.Process] = []
     try:
         out.ready.wait(READY_TIMEOUT)
         if out.url is None:
             raise RuntimeError("the server did not become ready; its last lines:\n" + "\n".join(out.tail))
+        family = psutil.Process(proc.pid).children(recursive=True)
         try:
-            results = scenario.server(out.url)
+            got = scenario.server(out.url)
         except Exception as e:  # noqa: BLE001  (whatever the client saw, the server says why)
             failed = e
     finally:
@@ -80,4 +85,25 @@ def run_server(scenario: Scenario, trace_dir: str) -> Outcome:
         raise RuntimeError(f"{what}\nthe server's last lines:\n" + "\n".join(out.tail)) from failed
     if code != 0:
         raise RuntimeError(f"the server exited with status {code}; its last lines:\n" + "\n".join(out.tail))
-    return Outcome(results=results or {})
+    left = left_running(family)
+    if left:
+        raise RuntimeError(f"the server stopped but left {len(left)} of its processes running: {left}")
+    if out.ipc_dir and os.path.exists(out.ipc_dir):
+        raise RuntimeError(f"the server stopped but left its sockets' folder {out.ipc_dir}")
+    outcome = got if isinstance(got, Outcome) else Outcome(results=got or {})
+    outcome.server_processes = len(family)
+    return outcome
+
+
+def left_running(family: list[psutil.Process], within: float = 10.0) -> list[str]:
+    """Which of a stopped server's processes are still running after `within` seconds (a zombie has ended),
+    each as `name (pid)`."""
+    _, alive = psutil.wait_procs(family, timeout=within)
+    found = []
+    for p in alive:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                found.append(f"{p.name()} ({p.pid})")
+        except psutil.NoSuchProcess:
+            pass
+    return found

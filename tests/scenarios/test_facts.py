@@ -171,9 +171,10 @@ def test_client_disconnect_aborts_and_frees(scenario_runs):
 
 
 def test_data_parallel_round_robin_and_each_rank_s_own_rounds(scenario_runs):
-    """R1..R4 reach the controller in order: ranks 0, 1, 0, 1; each rank runs its two requests one after the
-    other, counting its own rounds, and the second finds the chat template's prefix in that rank's own
-    tree."""
+    """R1..R4 reach the controller in order: ranks 0, 1, 0, 1; R5 and R6 go where their client said (R6's
+    header over its body). Each rank runs its three requests one after the other, counting its own rounds;
+    every later one finds the chat template's prefix in that rank's own tree, and R5, sent to R2's rank,
+    also R2's "Name a"."""
     from tracer.dp_ranks import dp_scheduler_procs, rank_view
 
     ran = scenario_runs("data_parallel")
@@ -181,17 +182,20 @@ def test_data_parallel_round_robin_and_each_rank_s_own_rounds(scenario_runs):
     dispatches = events(trace, "dp.dispatch")
     assert [(ev.rid, ev.get("dp_rank"), ev.get("method"), ev.get("routed")) for ev in dispatches] == [
         ("R1", 0, "round_robin", False), ("R2", 1, "round_robin", False),
-        ("R3", 0, "round_robin", False), ("R4", 1, "round_robin", False)]
-    assert [ev.get("loads") for ev in dispatches] == [[0, 0], [1, 0], [0, 0], [1, 0]]
+        ("R3", 0, "round_robin", False), ("R4", 1, "round_robin", False),
+        ("R5", 1, "round_robin", True), ("R6", 0, "round_robin", True)]
+    assert [ev.get("loads") for ev in dispatches] == [[0, 0], [1, 0], [0, 0], [1, 0], [0, 0], [0, 1]]
     assert dp_scheduler_procs(trace) == ["scheduler_dp0", "scheduler_dp1"]
-    for proc, (first_rid, second_rid) in zip(dp_scheduler_procs(trace), (("R1", "R3"), ("R2", "R4"))):
+    for proc, rids in zip(dp_scheduler_procs(trace), (("R1", "R3", "R6"), ("R2", "R4", "R5"))):
         view = rank_view(trace, proc)
         formed = [(ev.round, ev.get("forward_mode"), tuple(ev.rids)) for ev in batches(view)]
-        assert formed == [(1, "EXTEND", (first_rid,)), *[(r, "DECODE", (first_rid,)) for r in (2, 3, 4)],
-                          (5, "EXTEND", (second_rid,)), *[(r, "DECODE", (second_rid,)) for r in (6, 7, 8)]]
+        assert formed == [(4 * i + r, "EXTEND" if r == 1 else "DECODE", (rid,))
+                          for i, rid in enumerate(rids) for r in (1, 2, 3, 4)]
         cached = {ev.rid: ev.get("cached_tokens") for ev in events(view, "sched.finished")}
-        assert cached[first_rid] == 0 and cached[second_rid] > 0
-    assert all(len(ran.outcome.results[rid]["text"]) > 0 for rid in ("R1", "R2", "R3", "R4"))
+        assert cached[rids[0]] == 0 and cached[rids[1]] > 0 and cached[rids[2]] > 0
+    cached = {ev.rid: ev.get("cached_tokens") for ev in events(trace, "sched.finished")}
+    assert cached["R5"] > cached["R4"] == cached["R6"]  # R5 found more: "Name a" after the template
+    assert all(len(ran.outcome.results[rid]["text"]) > 0 for rid in ("R1", "R2", "R3", "R4", "R5", "R6"))
 
 
 def test_pd_disaggregation_prefill_on_one_server_decode_on_the_other(scenario_runs, base_engine):

@@ -121,3 +121,35 @@ def test_the_offline_engine_refuses_dp():
 
     with pytest.raises(ValueError, match="needs `minisgl serve`"):
         Engine(dp_size=2)
+
+
+@pytest.mark.parametrize(("headers", "body", "rank_or_error"), [
+    ({}, {}, None),  # no choice: the controller picks
+    ({}, {"routed_dp_rank": 1}, 1),
+    ({}, {"data_parallel_rank": 0}, 0),  # the older name
+    ({"X-Data-Parallel-Rank": "0"}, {"routed_dp_rank": 1}, 0),  # the header wins over the body
+    ({}, {"routed_dp_rank": 2}, ("routed_dp_rank", "`routed_dp_rank` asks for rank 2, but this server runs 2 "
+                                                   "data-parallel ranks (0 to 1), so rank 2 does not exist")),
+    ({}, {"data_parallel_rank": 5}, ("data_parallel_rank", "asks for rank 5")),
+    ({"X-Data-Parallel-Rank": "2"}, {"routed_dp_rank": 0},
+     (None, "the X-Data-Parallel-Rank header asks for rank 2")),
+    ({"X-Data-Parallel-Rank": "one"}, {}, (None, "must be an integer, not 'one'")),
+])
+def test_the_chosen_rank_is_read_header_first_and_checked_against_dp_size(headers, body, rank_or_error):
+    """What the HTTP server makes of a chosen rank with two ranks (the data_parallel scenario runs the header
+    and the body end to end; the one-rank server's refusal is in test_fields_and_logprobs.py)."""
+    from starlette.requests import Request
+
+    from minisgl.server.errors import RequestError
+    from minisgl.server.protocol_chat import ChatCompletionRequest
+    from minisgl.server.serving_base import extract_routed_dp_rank
+
+    request = ChatCompletionRequest(messages=[{"role": "user", "content": "Hi"}], **body)
+    raw = Request({"type": "http", "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]})
+    if not isinstance(rank_or_error, tuple):
+        assert extract_routed_dp_rank(request, raw, dp_size=2) == rank_or_error
+        return
+    with pytest.raises(RequestError) as refused:
+        extract_routed_dp_rank(request, raw, dp_size=2)
+    param, words = rank_or_error
+    assert refused.value.param == param and words in str(refused.value)

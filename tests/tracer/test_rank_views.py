@@ -33,13 +33,14 @@ def test_dp_rounds_table_has_a_rank_column_and_every_rank_s_rounds(scenario_runs
     assert headers(table)[:3] == ["dp rank", "round", "mode"] and "tp" not in headers(table)
     rows = table_rows(table)
     dispatch = {ev.rid: ev.get("dp_rank") for ev in trace.events if ev.name == "dp.dispatch"}
-    assert dispatch == {"R1": 0, "R2": 1, "R3": 0, "R4": 1}  # round_robin, in arrival order
+    # round_robin in arrival order, then R5 and R6 on the ranks their client chose
+    assert dispatch == {"R1": 0, "R2": 1, "R3": 0, "R4": 1, "R5": 1, "R6": 0}
     for rank in (0, 1):
         mine = [row for row in rows if row[0] == str(rank)]
         # each rank counts its own rounds from 1 and runs only the requests dispatched to it
         assert [row[1] for row in mine] == [str(n) for n in range(1, len(mine) + 1)]
         assert {row[3] for row in mine} == {rid for rid, r in dispatch.items() if r == rank}
-        assert [row[2] for row in mine] == ["EXTEND", "DECODE", "DECODE", "DECODE"] * 2
+        assert [row[2] for row in mine] == ["EXTEND", "DECODE", "DECODE", "DECODE"] * 3
     console = Console(file=io.StringIO(), width=80, record=True, color_system=None)
     console.print(table)
     assert max(len(line) for line in console.export_text().splitlines()) <= 80
