@@ -29,7 +29,8 @@ def add_parallel_cli_args(parser: argparse.ArgumentParser, d: ServerArgs) -> Non
                    help="this machine's index among --nnodes (node 0 serves HTTP; the others run only ranks)")
     g.add_argument("--dist-init-addr", default=d.dist_init_addr,
                    help="host:port of node 0 where the ranks meet (needed with --nnodes > 1; default: a free "
-                        "local port)")
+                        "local port). Port 0 on node 0: it binds a free port and prints the address for the "
+                        "other nodes")
 
 
 def validate_parallel_args(args: ServerArgs) -> None:
@@ -48,8 +49,11 @@ def validate_parallel_args(args: ServerArgs) -> None:
                          "node)")
     if args.dist_init_addr is not None:
         host, _, port = args.dist_init_addr.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not host or not port.isdigit() or not 0 <= int(port) < 65536:
             raise ValueError(f"--dist-init-addr must be host:port, not {args.dist_init_addr!r}")
+        if int(port) == 0 and args.node_rank > 0:
+            raise ValueError("--dist-init-addr with port 0 is for node 0, which picks a free port and prints "
+                             "it: give the other nodes that host:port")
     if args.tp_size > 1 and args.dp_size > 1:
         raise ValueError("--tp-size > 1 with --dp-size > 1 is not supported: give one of them")
     if args.tp_size > 1 and args.enable_overlap_schedule:
@@ -70,15 +74,20 @@ def check_heads(args: ServerArgs, num_attention_heads: int, num_key_value_heads:
 
 
 def with_dist_init_addr(args: ServerArgs) -> tuple[ServerArgs, socket.socket | None]:
-    """One node and no --dist-init-addr: the ranks meet on a local port this process binds now and keeps
-    listening, handed to rank 0 for its TCPStore (parallel_state.py), so no other process can take the port
-    in between; the other ranks' connections wait in its backlog until rank 0 serves them."""
-    if args.tp_size == 1 or args.dist_init_addr is not None:
+    """One node and no --dist-init-addr, or node 0 given port 0: the ranks meet on a port this process binds
+    now and keeps listening, handed to rank 0 for its TCPStore (parallel_state.py), so no other process can
+    take the port in between; the other ranks' connections wait in its backlog until rank 0 serves them."""
+    if args.tp_size == 1:
         return args, None
+    host = "127.0.0.1"
+    if args.dist_init_addr is not None:
+        host, _, port = args.dist_init_addr.rpartition(":")
+        if args.node_rank > 0 or int(port) != 0:
+            return args, None
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     sock.listen(args.tp_size)
-    return dataclasses.replace(args, dist_init_addr=f"127.0.0.1:{sock.getsockname()[1]}"), sock
+    return dataclasses.replace(args, dist_init_addr=f"{host}:{sock.getsockname()[1]}"), sock
 
 
 def scheduler_process_name(tp_rank: int) -> str:

@@ -114,12 +114,36 @@ def test_parallel_flags_are_validated():
         (ServerArgs(tp_size=2, nnodes=2, node_rank=2, dist_init_addr="h:1"), r"--node-rank must be in \[0, 1\]"),
         (ServerArgs(tp_size=2, nnodes=2), "--nnodes > 1 needs --dist-init-addr"),
         (ServerArgs(tp_size=2, dist_init_addr="nohost"), "--dist-init-addr must be host:port"),
+        (ServerArgs(tp_size=2, nnodes=2, node_rank=1, dist_init_addr="h:0"), "port 0 is for node 0"),
         (ServerArgs(tp_size=3, quantization="gguf"), "--quantization gguf .* cannot be split"),
         (ServerArgs(tp_size=3, dp_size=2), "--tp-size > 1 with --dp-size > 1 is not supported"),
         (ServerArgs(tp_size=3, enable_overlap_schedule=True), "drop --enable-overlap-schedule"),
     ]:
         with pytest.raises(ValueError, match=message):
             args.validate()
+    ServerArgs(tp_size=2, nnodes=2, dist_init_addr="127.0.0.1:0").validate()  # node 0 picks the port
+
+
+def test_node_0_given_port_0_binds_a_free_port_and_keeps_it():
+    """--dist-init-addr HOST:0 on node 0: the port is bound before any rank starts (so no other process can
+    take it) and named in the address the other nodes are told; a port given, or a node other than 0, binds
+    nothing."""
+    import socket
+
+    from minisgl.distributed.launch import with_dist_init_addr
+    from minisgl.server_args import ServerArgs
+
+    args, sock = with_dist_init_addr(ServerArgs(tp_size=2, nnodes=2, dist_init_addr="127.0.0.1:0"))
+    try:
+        host, _, port = args.dist_init_addr.rpartition(":")
+        assert host == "127.0.0.1" and int(port) == sock.getsockname()[1] > 0
+        with socket.create_connection((host, int(port)), timeout=5):  # listening already
+            pass
+    finally:
+        sock.close()
+    for given in (ServerArgs(tp_size=2, nnodes=2, dist_init_addr="127.0.0.1:29500"),
+                  ServerArgs(tp_size=2, nnodes=2, node_rank=1, dist_init_addr="127.0.0.1:29500")):
+        assert with_dist_init_addr(given) == (given, None)
 
 
 def test_serve_refuses_a_tp_size_that_does_not_divide_the_bundled_models_heads():

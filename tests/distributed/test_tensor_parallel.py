@@ -1,14 +1,15 @@
-"""Tensor parallelism on the real model: --tp-size 3 on gloo (cpu) against --tp-size 1.
+"""Tensor parallelism on real processes (gloo on cpu): the bundled model on three ranks against one, and a
+tiny model on two ranks across two "nodes".
 
 SmolLM2-135M has 9 query heads and 3 key/value heads: 3 is the only size > 1 that divides both (2 is
-refused, see test_parallel_layers.py). Each rank is a real process: three `minisgl serve`
-"nodes" on localhost, one scheduler rank each, rank 0 broadcasting its inputs.
+refused, see test_parallel_layers.py). Its --tp-size 3 server is the tensor_parallel scenario's (one node
+running the three ranks, rank 0 broadcasting its inputs), read here; `--nnodes` runs on a tiny Llama whose
+heads split in two.
 """
 
 from __future__ import annotations
 
 import signal
-import socket
 from pathlib import Path
 
 import pytest
@@ -36,77 +37,21 @@ def _greedy_at_once(url: str, prompts: list[list[int]]) -> list[list[int]]:
         return list(pool.map(generate, prompts))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_three_nodes_serve_tp1s_greedy_tokens_and_their_trace_checks(base_engine, runner_fp32, chat_prompt_ids,
-                                                                    tmp_path):
-    """--tp-size 3 --nnodes 3 on localhost: node 0 serves HTTP with rank 0; nodes 1 and 2 run only ranks 1 and
-    2 and meet it at --dist-init-addr. The chat prompts' float32 greedy tokens (sent at once, so they share
-    batches) equal tp=1's, a chat completion gives tp=1's text, the one trace folder of all three nodes
-    checks and replays, and when node 0 stops the other nodes say so and nothing is left running.
-    (One node running all three ranks, `--tp-size 3` alone, is the tensor_parallel scenario's run.)"""
-    import subprocess
-    import sys
-
-    import psutil
-    from openai import OpenAI
-
-    from minisgl.model_executor.static_generate import greedy_generate
-    from tests.server.conftest import (
-        ENGINE_FLAGS,
-        ENV,
-        OneThreadEngine,
-        ServeProcess,
-        replay_opens_to_the_end,
-        serve_flags,
-    )
+def test_the_tensor_parallel_scenario_gives_tp1s_text_and_leaves_nothing(scenario_runs, base_engine):
+    """--tp-size 3 on one node is the tensor_parallel scenario's server, run once for the session: its chat
+    completion gives tp=1's float32 greedy text, every rank ran every forward with its collectives, the trace
+    checks (every rank held to rank 0) and replays, and the server's SIGINT ended the three ranks and the
+    detokenizer (the run fails if any process or its sockets' folder is left)."""
+    from minisgl.scenarios.tensor_parallel import MAX_TOKENS, QUESTION
+    from tests.server.conftest import replay_opens_to_the_end
     from tracer.check import check_trace
-    from tracer.reader import load_trace
 
-    messages = [{"role": "user", "content": "What is the capital of France?"}]
-    ref = OneThreadEngine(base_engine.fork(**ENGINE_FLAGS)).generate(messages, {"max_new_tokens": NEW_TOKENS,
-                                                                                "temperature": 0})
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        want = greedy_generate(runner_fp32, chat_prompt_ids, NEW_TOKENS)  # no EOS cut: ignore_eos below
-    finally:
-        torch.set_num_threads(threads)
-    trace_dir = tmp_path / "trace"
-    common = [*serve_flags(ENGINE_FLAGS), "--tp-size", str(TP), "--nnodes", str(TP),
-              "--dist-init-addr", f"127.0.0.1:{_free_port()}", "--trace", str(trace_dir), "--log-level", "warning"]
-    workers = [subprocess.Popen([sys.executable, "-m", "minisgl.cli", "serve", *common, "--node-rank", str(k)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
-               for k in range(1, TP)]
-    srv = ServeProcess([*common, "--node-rank", "0"])
-    try:
-        srv.wait_ready()
-        kids = [c for w in workers for c in psutil.Process(w.pid).children(recursive=True)]
-        client = OpenAI(base_url=f"{srv.url}/v1", api_key="none", max_retries=0, timeout=300)
-        model = client.models.list().data[0].id
-        resp = client.chat.completions.create(model=model, messages=messages, temperature=0, max_tokens=NEW_TOKENS)
-        assert resp.choices[0].message.content == ref["text"]
-        assert resp.usage.completion_tokens == ref["usage"]["completion_tokens"]
-        assert _greedy_at_once(srv.url, chat_prompt_ids) == want
-    finally:
-        code = srv.stop(signal.SIGINT)
-        outs = [_end_worker(w) for w in workers]
-    assert code == 0, srv.output()[-3000:]
-    # node 0 gone, the other nodes' ranks lose their peer and end: each node says so and exits 1
-    assert all(w.returncode == 1 and "scheduler_tp" in out and "died" in out for w, out in zip(workers, outs)), outs
-    assert all(f"node {k} of {TP}: starting scheduler ranks {k}" in out for k, out in enumerate(outs, 1)), outs
-    assert srv.alive_descendants() == []  # rank 0, the detokenizer and the resource tracker are gone
-    assert srv.ipc_dir and not Path(srv.ipc_dir).exists()
-    # the other nodes' own children (their ranks, torch's resource tracker) end by themselves; one may still
-    # be exiting when its node's process has already returned, so give them a bounded moment
-    _, alive = psutil.wait_procs(kids, timeout=30)
-    assert not [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], alive
-
-    trace = load_trace(trace_dir)
+    ran = scenario_runs("tensor_parallel")
+    alone = base_engine.generate([{"role": "user", "content": QUESTION}],
+                                 {"max_new_tokens": MAX_TOKENS, "temperature": 0})
+    assert ran.outcome.results["R1"]["text"] == alone["text"]
+    assert ran.outcome.server_processes >= TP + 1
+    trace = ran.trace
     assert sorted(trace.tp_rank_events) == [f"scheduler_tp{r}" for r in range(1, TP)]
     assert check_trace(trace) == []
     forwards = [ev for ev in trace.events if ev.name == "model.forward" and ev.ph == "E"]
@@ -125,16 +70,22 @@ def _end_worker(proc) -> str:
         return proc.communicate(timeout=60)[0] + "\n(ended only after SIGINT)"
 
 
-def test_tp2_on_a_model_whose_heads_split_in_two(tmp_path, tokenizer):
+def test_tp2_on_two_nodes_on_a_model_whose_heads_split_in_two(tmp_path, tokenizer):
     """--tp-size 2 needs heads that 2 divides, which the bundled model lacks: a tiny Llama folder with random
-    weights (4 query heads, 2 key/value heads, the bundled tokenizer beside it) served by two scheduler
-    ranks. Its float32 greedy tokens, the prompts sent at once, equal transformers' on the same folder, and its
-trace checks and replays."""
+    weights (4 query heads, 2 key/value heads, the bundled tokenizer beside it), served by two "nodes" on
+    localhost (`--nnodes 2`): node 0 serves HTTP with rank 0 and picks the port where the ranks meet
+    (`--dist-init-addr 127.0.0.1:0`), node 1 runs only rank 1 and is told that address. The float32 greedy
+    tokens, the prompts sent at once (so they share batches), equal transformers' on the same folder; the
+    one trace folder of both nodes checks and replays; when node 0 stops, node 1 says its rank lost its peer
+    and ends, and nothing is left running."""
+    import subprocess
+    import sys
 
+    import psutil
     import transformers as tf
 
     from tests.model_executor.test_hf_folders import TINY
-    from tests.server.conftest import ServeProcess, replay_opens_to_the_end
+    from tests.server.conftest import ENV, ServeProcess, replay_opens_to_the_end
     from tracer.check import check_trace
     from tracer.reader import load_trace
 
@@ -156,15 +107,48 @@ trace checks and replays."""
         want.append(out[0, len(ids):].tolist())
 
     trace_dir = tmp_path / "trace"
-    srv = ServeProcess(["--model", str(folder), "--dtype", "float32", "--tp-size", "2", "--max-total-tokens", "256",
-                        "--trace", str(trace_dir), "--log-level", "warning"]).wait_ready()
+    common = ["--model", str(folder), "--dtype", "float32", "--tp-size", "2", "--nnodes", "2",
+              "--max-total-tokens", "256", "--trace", str(trace_dir), "--log-level", "warning"]
+    srv = ServeProcess([*common, "--node-rank", "0", "--dist-init-addr", "127.0.0.1:0"])
+    node1 = None
     try:
-        assert "scheduler_tp1" in srv.pids and "scheduler_tp2" not in srv.pids, srv.pids  # two ranks
+        meet = _said(srv, r"node 0 of 2: the ranks meet at (127\.0\.0\.1:\d+)")
+        node1 = subprocess.Popen([sys.executable, "-m", "minisgl.cli", "serve", *common, "--node-rank", "1",
+                                  "--dist-init-addr", meet], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, env=ENV)
+        srv.wait_ready()
+        kids = psutil.Process(node1.pid).children(recursive=True)
+        assert "scheduler" in srv.pids and "scheduler_tp1" not in srv.pids, srv.pids  # rank 1 is on node 1
         assert _greedy_at_once(srv.url, prompts) == want
     finally:
         code = srv.stop(signal.SIGINT)
+        out = _end_worker(node1) if node1 is not None else ""
     assert code == 0, srv.output()[-3000:]
-    assert srv.alive_descendants() == []
+    # node 0 gone, node 1's rank loses its peer and ends: the node says so and exits 1
+    assert node1.returncode == 1 and "scheduler_tp1" in out and "died" in out, out
+    assert "node 1 of 2: starting scheduler ranks 1, meeting at " + meet in out, out
+    assert srv.alive_descendants() == []  # rank 0, the detokenizer and the resource tracker are gone
+    assert srv.ipc_dir and not Path(srv.ipc_dir).exists()
+    # node 1's own children (its rank, torch's resource tracker) end by themselves; one may still be exiting
+    # when its node's process has already returned, so give them a bounded moment
+    _, alive = psutil.wait_procs(kids, timeout=30)
+    assert not [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], alive
     trace = load_trace(trace_dir)
     assert sorted(trace.tp_rank_events) == ["scheduler_tp1"] and check_trace(trace) == []
+    forwards = [ev for ev in trace.events if ev.name == "model.forward" and ev.ph == "E"]
+    assert forwards and all(ev.get("tp_size") == 2 and ev.get("all_reduce") > 0 for ev in forwards)
     replay_opens_to_the_end(trace)
+
+
+def _said(srv, pattern: str, timeout: float = 300) -> str:
+    """The first group of `pattern` once the server's output has a line that matches it."""
+    import re
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and srv.proc.poll() is None:
+        for line in list(srv.lines):
+            if m := re.search(pattern, line):
+                return m.group(1)
+        time.sleep(0.1)
+    raise AssertionError(f"the server never said {pattern!r}:\n{srv.output()[-3000:]}")
