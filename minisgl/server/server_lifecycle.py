@@ -62,8 +62,8 @@ def launch_server(server_args: ServerArgs, http_args: HttpServerArgs) -> int:
     # --tp-size N on one node: the ranks meet on a port bound here and handed to rank 0
     server_args, dist_socket = with_dist_init_addr(server_args)
     if server_args.nnodes > 1 and server_args.node_rank == 0:  # what the other nodes need to be told
-        print(f"minisgl serve: node 0 of {server_args.nnodes}: the ranks meet at {server_args.dist_init_addr}",
-              flush=True)
+        print(f"minisgl serve: node 0 of {server_args.nnodes}: the ranks meet at "
+              f"{server_args.dist_init_addr}", flush=True)
     if server_args.node_rank > 0:  # only this node's scheduler ranks; node 0 serves HTTP
         from minisgl.distributed.worker_node import launch_worker_node
 
