@@ -56,7 +56,7 @@ LONG_MODULES = [
     "tests/scheduler/test_lifecycle.py",
     "tests/scheduler/test_random_workloads.py",
     "tests/server/test_router.py",
-    "tests/server/test_pd_disaggregation.py",
+    "tests/server/test_pd_faults.py",
     "tests/lessons/test_browser.py",
     "tests/lessons/test_figures.py",
 ]

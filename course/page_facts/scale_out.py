@@ -117,8 +117,9 @@ def pd_facts(t) -> dict:
         "pd_process_count": len(t.processes()),
         "pd_prefill_schedule": _rank_rounds(prefill),
         "pd_decode_schedule": _rank_rounds(decode),
+        "pd_requests": len([ev for ev in prefill.events if ev.name == "sched.req_created"]),
     }
-    for rid in ("R1", "R2"):
+    for rid in ("R1", "R2", "R3"):
         sent, received = _one(prefill, "disagg.kv_sent", rid), _one(decode, "disagg.kv_received", rid)
         if (sent.get("room"), sent.get("nbytes"), sent.get("first_token")) != (
                 received.get("room"), received.get("nbytes"), received.get("first_token")):

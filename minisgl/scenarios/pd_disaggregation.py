@@ -1,11 +1,13 @@
 """Prefill/decode disaggregation: a prefill server and a decode server behind SGLang's router in its PD mode
 (`minisgl router --pd-disaggregation`). The router sends each request to both, with the same bootstrap_room;
 the prefill server computes the prompt's KV and first token and sends them over ZeroMQ to the decode server,
-which decodes the rest. R2 repeats R1's chat template: the prefill server's radix tree holds that prefix.
+which decodes the rest. R2 begins with R1's prompt: the prefill server's radix tree holds that prefix. R3
+streams: the router sends it to both servers as the others, and passes on what the decode server streams.
 
-R2 is sent once R1 has finished, so each server is idle when a request arrives and its rounds are the same on
-every run. The trace is the merge of both servers' traces (prefill/scheduler, decode/scheduler, ...); the
-router's rooms are random, the golden summary numbers them in the order they appear (tracer/normalize.py)."""
+Each request is sent once the one before has finished, so each server is idle when a request arrives and its
+rounds are the same on every run. The trace is the merge of both servers' traces (prefill/scheduler,
+decode/scheduler, ...); the router's rooms are random, the golden summary numbers them in the order they
+appear (tracer/normalize.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ MODEL = "smollm2"  # --served-model-name: the router forwards the client's model
 # (rid, prompt, max_new_tokens): R2 begins with R1's prompt, which the prefill server's radix tree holds by
 # then
 ASKS = (("R1", "The capital of France is", 3), ("R2", "The capital of France is a city that", 3))
+STREAMED = ("R3", "The capital of Italy is", 3)  # (rid, prompt, max_new_tokens), "stream": true
 
 
 def drive(url: str) -> dict:
@@ -31,7 +34,30 @@ def drive(url: str) -> dict:
         out = resp.json()
         results[rid] = {"rid": rid, "text": out["text"], "output_ids": out.get("output_ids") or [],
                         "finish_reason": out["meta_info"].get("finish_reason")}
+    rid, text, max_new_tokens = STREAMED
+    results[rid] = stream_generate(url, rid, text, max_new_tokens)
     return results
+
+
+def stream_generate(url: str, rid: str, text: str, max_new_tokens: int) -> dict:
+    """POST /generate with "stream": true, read as SSE: each message holds the text so far."""
+    import json
+
+    import httpx
+
+    body = {"rid": rid, "text": text, "stream": True,
+            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
+    last, messages = None, 0
+    with httpx.stream("POST", f"{url}/generate", json=body, timeout=300) as resp:
+        if resp.status_code != 200:
+            raise RuntimeError(f"{rid}: POST /generate answered {resp.status_code}: {resp.read()[:500]!r}")
+        for line in resp.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                last, messages = json.loads(line[6:]), messages + 1
+    if last is None:
+        raise RuntimeError(f"{rid}: the stream ended without a message")
+    return {"rid": rid, "text": last["text"], "output_ids": last.get("output_ids") or [],
+            "finish_reason": last["meta_info"].get("finish_reason"), "sse_messages": messages}
 
 
 def look_at(trace) -> Look:

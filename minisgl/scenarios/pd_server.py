@@ -18,8 +18,11 @@ import threading
 from collections import deque
 from pathlib import Path
 
+import psutil
+
 from minisgl.scenarios.base import TRACE_LEVEL, Scenario
 from minisgl.scenarios.driver import Outcome
+from minisgl.scenarios.server import left_running
 
 READY_TIMEOUT = 900  # seconds: two servers loading the model at once on a busy 2-core machine
 STOP_TIMEOUT = 60  # the launcher's own stop waits up to 40 s for its children
@@ -73,11 +76,13 @@ def run_pd_pair(scenario: Scenario, trace_dir: str) -> Outcome:
 
         threading.Thread(target=read, daemon=True).start()
         failed: Exception | None = None
+        family: list[psutil.Process] = []
         try:
             ready.wait(READY_TIMEOUT)
             if not found:
                 raise RuntimeError("the prefill/decode pair did not become ready; its last lines:\n"
                                    + "\n".join(tail))
+            family = psutil.Process(proc.pid).children(recursive=True)  # both servers' and the router's
             try:
                 results = scenario.server(found[0])
             except Exception as e:  # noqa: BLE001  (whatever the client saw, the servers say why)
@@ -89,8 +94,11 @@ def run_pd_pair(scenario: Scenario, trace_dir: str) -> Outcome:
             raise RuntimeError(f"{failed}\nthe pair's last lines:\n" + "\n".join(tail)) from failed
         if code != 0:
             raise RuntimeError(f"the pair exited with status {code}; its last lines:\n" + "\n".join(tail))
+        left = left_running(family)
+        if left:
+            raise RuntimeError(f"the pair stopped but left {len(left)} of its processes running: {left}")
         merge_traces([folder / "prefill", folder / "decode"], ["prefill", "decode"], Path(trace_dir))
-        return Outcome(results=results or {})
+        return Outcome(results=results or {}, server_processes=len(family))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -199,11 +199,12 @@ def test_data_parallel_round_robin_and_each_rank_s_own_rounds(scenario_runs):
 
 
 def test_pd_disaggregation_prefill_on_one_server_decode_on_the_other(scenario_runs, base_engine):
-    """R1 and R2, one after the other, behind the router: the prefill server runs one EXTEND each and sends the
-    whole prompt's KV rows (46080 bytes a row: K and V, 30 layers, 3 KV heads of 64 float32) and the first
-    token; the decode server runs only DECODE rounds. R2's prefix is in the prefill server's tree, yet all its
-    rows travel. The answers are the offline Engine's greedy text."""
-    from minisgl.scenarios.pd_disaggregation import ASKS
+    """R1, R2 and R3 (streamed), one after the other, behind the router: the prefill server runs one EXTEND
+    each and sends the whole prompt's KV rows (46080 bytes a row: K and V, 30 layers, 3 KV heads of 64
+    float32) and the first token; the decode server runs only DECODE rounds. R2's and R3's prefixes are in
+    the prefill server's tree, yet all their rows travel. The answers are the offline Engine's greedy
+    text."""
+    from minisgl.scenarios.pd_disaggregation import ASKS, STREAMED
     from tracer.servers import server_names, server_view
 
     ran = scenario_runs("pd_disaggregation")
@@ -211,29 +212,31 @@ def test_pd_disaggregation_prefill_on_one_server_decode_on_the_other(scenario_ru
     assert server_names(trace) == ["decode", "prefill"]
     prefill, decode = server_view(trace, "prefill"), server_view(trace, "decode")
     assert [(ev.round, ev.get("forward_mode"), tuple(ev.rids), ev.get("extend_lens")) for ev in batches(prefill)] == [
-        (1, "EXTEND", ("R1",), [5]), (2, "EXTEND", ("R2",), [3])]
+        (1, "EXTEND", ("R1",), [5]), (2, "EXTEND", ("R2",), [3]), (3, "EXTEND", ("R3",), [2])]
     assert [(ev.round, ev.get("forward_mode"), tuple(ev.rids)) for ev in batches(decode)] == [
-        (1, "DECODE", ("R1",)), (2, "DECODE", ("R1",)), (3, "DECODE", ("R2",)), (4, "DECODE", ("R2",))]
+        (r, "DECODE", (rid,)) for rid, rounds in (("R1", (1, 2)), ("R2", (3, 4)), ("R3", (5, 6))) for r in rounds]
     sent = {ev.rid: ev for ev in events(prefill, "disagg.kv_sent")}
     received = {ev.rid: ev for ev in events(decode, "disagg.kv_received")}
     assert {rid: (ev.get("num_tokens"), ev.get("nbytes")) for rid, ev in sent.items()} == {
-        "R1": (5, 5 * 46080), "R2": (8, 8 * 46080)}
+        "R1": (5, 5 * 46080), "R2": (8, 8 * 46080), "R3": (5, 5 * 46080)}
     for rid, ev in sent.items():  # the same room, rows and first token on both sides
         got = received[rid]
         assert (got.get("room"), got.get("num_tokens"), got.get("nbytes"), got.get("first_token")) == (
             ev.get("room"), ev.get("num_tokens"), ev.get("nbytes"), ev.get("first_token"))
-    assert sent["R1"].get("room") != sent["R2"].get("room")
+    assert len({ev.get("room") for ev in sent.values()}) == 3
     # the decode side preallocated the whole prompt; the prefill side finished each request one round later,
-    # once the decode side had acknowledged, with its one token; R2 found R1's prompt in the tree
+    # once the decode side had acknowledged, with its one token; R2 found R1's prompt in the tree, R3 its
+    # first three tokens ("The capital of")
     prealloc = {ev.rid: ev.get("num_slots") for ev in events(decode, "disagg.bootstrap")}
-    assert prealloc == {"R1": 5, "R2": 8}
+    assert prealloc == {"R1": 5, "R2": 8, "R3": 5}
     done = {ev.rid: (ev.round, ev.get("output_len"), ev.get("cached_tokens")) for ev in events(prefill, "sched.finished")}
-    assert done == {"R1": (2, 1, 0), "R2": (3, 1, 5)}
-    assert [ev.get("output_len") for ev in events(decode, "sched.finished")] == [3, 3]
-    for rid, text, max_new_tokens in ASKS:
+    assert done == {"R1": (2, 1, 0), "R2": (3, 1, 5), "R3": (4, 1, 3)}
+    assert [ev.get("output_len") for ev in events(decode, "sched.finished")] == [3, 3, 3]
+    for rid, text, max_new_tokens in (*ASKS, STREAMED):
         reference = base_engine.generate(text, {"max_new_tokens": max_new_tokens, "temperature": 0})
         assert ran.outcome.results[rid]["text"] == reference["text"]
         assert sent[rid].get("first_token") == reference["output_ids"][0]
+    assert ran.outcome.results["R3"]["sse_messages"] == 3  # one message a token, through the router
 
 
 def test_tensor_parallel_every_rank_runs_every_forward(scenario_runs):

@@ -2,7 +2,11 @@
 real ZeroMQ socket of this test that takes what the server sends and never replies. A prefill server whose
 decode half never registers, one whose KV is never acknowledged, and a decode server whose KV never
 arrives: each request fails with 503 and a message naming the timeout (the HTTP client's own limit is the
-bound), its KV slots come back, the server keeps serving, and its trace passes `trace check`."""
+bound), its KV slots come back, the server keeps serving, and its trace passes `trace check`. After every
+fault, the two servers paired directly (the test doing SGLang's router's part) still give the offline
+Engine's greedy text, several requests at once and streamed, and a client that leaves a stream frees the
+decode server's slots. (The pair behind the router itself is the pd_disaggregation scenario's run,
+test_pd_disaggregation.py.)"""
 
 from __future__ import annotations
 
@@ -275,3 +279,87 @@ def test_a_decode_server_stopped_then_killed_while_its_kv_is_in_flight(prefill, 
         assert check_trace(load_trace(str(prefill.trace))) == []
     finally:
         doomed.stop(signal.SIGKILL)
+
+
+# ---- after every fault above: the two servers paired directly still serve ----------------------------------
+TEXTS = ["The capital of France is", "List three prime numbers:", "Once upon a time"]
+CHAT = [{"role": "user", "content": "What is the capital of China?"}]
+GREEDY = {"max_new_tokens": 12, "temperature": 0}
+
+
+def _to_both(prefill, decode, path: str, body: dict, room: int) -> httpx.Response:
+    """One request sent to both halves at once, as SGLang's router sends it (the same bootstrap room, the
+    prefill server's bootstrap address): the decode half's answer, once the prefill half's came back."""
+    body = {**body, "bootstrap_host": "127.0.0.1", "bootstrap_port": prefill.bootstrap_port,
+            "bootstrap_room": room}
+    thread, half = _in_thread(lambda: httpx.post(f"{prefill.url}{path}", json=body, timeout=120))
+    answer = httpx.post(f"{decode.url}{path}", json=body, timeout=120)
+    thread.join(120)
+    assert half["r"].status_code == 200, half["r"].text
+    return answer
+
+
+def _stream_chat(prefill, decode, room: int, max_tokens: int, leave_after: int | None = None) -> str:
+    """A streamed chat completion on both halves; the decode half's text (or its first `leave_after`
+    messages', then the connection is closed as a client that goes away would)."""
+    body = {"messages": CHAT, "max_tokens": max_tokens, "temperature": 0, "stream": True, "ignore_eos":
+            leave_after is not None, "bootstrap_host": "127.0.0.1", "bootstrap_port": prefill.bootstrap_port,
+            "bootstrap_room": room}
+    thread, half = _in_thread(lambda: httpx.post(f"{prefill.url}/v1/chat/completions", json=body,
+                                                 timeout=120))
+    text, messages = "", 0
+    with httpx.stream("POST", f"{decode.url}/v1/chat/completions", json=body, timeout=120) as resp:
+        assert resp.status_code == 200, resp.read()
+        for line in resp.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            assert chunk["id"] == f"chatcmpl-pd-{room}"  # both halves are named after the room
+            text += "".join(c["delta"].get("content") or "" for c in chunk["choices"])
+            messages += 1
+            if leave_after is not None and messages >= leave_after:
+                break
+    thread.join(120)
+    return text
+
+
+def test_the_two_servers_paired_directly_give_the_engines_greedy_text(prefill, decode, engine):
+    """The test does the router's part: several requests at once (batched on both servers), a chat
+    completion and a streamed one, each on both halves with its own room, equal the offline Engine's greedy
+    text; the decode server alone refuses a request without the router's fields; both drain, the decode
+    server holding no slot."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rooms = [5001, 5002, 5003]
+    with ThreadPoolExecutor(len(TEXTS)) as pool:
+        answers = list(pool.map(lambda text, room: _to_both(
+            prefill, decode, "/generate", {"text": text, "sampling_params": GREEDY}, room), TEXTS, rooms))
+    assert [a.json()["text"] for a in answers] == [engine.generate(t, GREEDY)["text"] for t in TEXTS]
+    assert [a.json()["meta_info"]["id"] for a in answers] == [f"pd-{r}" for r in rooms]
+    reference = engine.generate(CHAT, GREEDY)["text"]
+    chat = {"messages": CHAT, "max_tokens": GREEDY["max_new_tokens"], "temperature": 0}
+    reply = _to_both(prefill, decode, "/v1/chat/completions", chat, 5004).json()
+    assert reply["choices"][0]["message"]["content"] == reference and reply["id"] == "chatcmpl-pd-5004"
+    assert _stream_chat(prefill, decode, 5005, GREEDY["max_new_tokens"]) == reference
+
+    alone = httpx.post(f"{decode.url}/generate", json={"text": "Hi", "sampling_params": GREEDY}, timeout=60)
+    assert alone.status_code == 400
+    assert "sglang-router --pd-disaggregation" in alone.json()["error"]["message"]
+    with httpx.Client(base_url=prefill.url) as http:
+        wait_drained(http)
+    with httpx.Client(base_url=decode.url) as http:
+        load = wait_drained(http)
+    assert load["free_slots"] == load["total_slots"]  # the decode server keeps no tree
+
+
+def test_a_client_that_leaves_a_pairs_stream_frees_the_decode_servers_slots(prefill, decode):
+    """A streamed chat on both halves whose client leaves after three messages: the decode server aborts
+    the request and gives all its KV slots back; the prefill half had finished with its one token."""
+    assert len(_stream_chat(prefill, decode, 5006, 64, leave_after=3)) > 0
+    with httpx.Client(base_url=decode.url) as http:
+        load = wait_drained(http)
+    assert load["free_slots"] == load["total_slots"]
+    trace = load_trace(decode.trace)
+    (done,) = [ev for ev in trace.events if ev.name == "sched.finished" and ev.rid == "pd-5006"]
+    assert done.get("finish_reason")["type"] == "abort" and done.get("output_len") < 64
+    assert check_trace(trace) == []
