@@ -96,14 +96,15 @@ def run_server(scenario: Scenario, trace_dir: str) -> Outcome:
 
 
 def left_running(family: list[psutil.Process], within: float = 10.0) -> list[str]:
-    """Which of a stopped server's processes are still running after `within` seconds (a zombie has ended),
-    each as `name (pid)`."""
+    """Which of a stopped server's processes were still running after `within` seconds (a zombie has
+    ended), each as `name (pid)`; those are killed, so a failed run leaves nothing behind either."""
     _, alive = psutil.wait_procs(family, timeout=within)
     found = []
     for p in alive:
         try:
             if p.status() != psutil.STATUS_ZOMBIE:
                 found.append(f"{p.name()} ({p.pid})")
+                p.kill()
         except psutil.NoSuchProcess:
             pass
     return found

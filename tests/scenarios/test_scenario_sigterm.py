@@ -31,3 +31,19 @@ def test_sigterm_stops_a_server_scenario_and_its_server(tmp_path):
         for p in [psutil.Process(proc.pid), *tree] if proc.poll() is None else tree:
             if p.is_running():
                 p.kill()
+
+
+def test_a_process_a_stopped_server_left_running_is_named_and_ended():
+    """What a served scenario run checks once its server has stopped (scenarios/server.py): a process of
+    the server's that is still running is reported by name and pid, and killed; one that ended is not."""
+    from minisgl.scenarios.server import left_running
+
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        family = [psutil.Process(stuck.pid)]
+        assert left_running(family, within=0.1) == [f"{family[0].name()} ({stuck.pid})"]
+        assert stuck.wait(timeout=30) == -signal.SIGKILL
+        assert left_running(family, within=0.1) == []  # ended (reaped): nothing left
+    finally:
+        if stuck.poll() is None:
+            stuck.kill()
