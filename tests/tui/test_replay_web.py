@@ -24,12 +24,6 @@ REPLAY = [sys.executable, "-m", "minisgl.cli", "replay"]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -134,10 +128,13 @@ def test_the_app_is_served_in_a_browser_and_stops_with_everything_it_started(sig
 
 
 def test_a_bad_folder_fails_before_any_server_starts(tmp_path):
-    port = _free_port()
-    r = subprocess.run(REPLAY + [str(tmp_path / "nope"), "--web", "--port", str(port)], check=False, cwd=ROOT,
-                       text=True, capture_output=True, timeout=60)
+    # the port stays bound here for the whole run (no other process can take it): a replay that tried to
+    # serve on it would fail on the port; this one says only what is wrong with the folder
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        r = subprocess.run(REPLAY + [str(tmp_path / "nope"), "--web", "--port", str(port)], check=False,
+                           cwd=ROOT, text=True, capture_output=True, timeout=60)
     assert r.returncode == 2
     assert r.stderr.splitlines() == [f"minisgl replay: error: trace folder {tmp_path / 'nope'} does not exist"]
     assert r.stdout == ""
-    assert not _listening(port)
