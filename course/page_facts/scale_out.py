@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from minisgl.scenarios.data_parallel import WAVES
 from tracer.dp_ranks import dp_scheduler_procs, rank_view
 from tracer.fmt import ranges
 from tracer.schema import DP_SCHEDULER_PREFIX
@@ -66,12 +67,10 @@ def dp_facts(t) -> dict:
         # whose turn it was when the chosen ones came: a chosen rank takes no turn
         "dp_next_turn": len(turns) % len(procs),
     }
-    from minisgl.scenarios.data_parallel import WAVES
-
     out |= {f"dp_ask_{rid}": json.dumps(question) for wave in WAVES for rid, question, *_ in wave}
     if chosen:  # how much more than the chat template the first chosen request found on its rank
         first = chosen[0].rid
-        template = min(n for rid, n in cached.items() if rid != first and n)
+        template = min(n for rid, n in cached.items() if rid != first and n)  # the least any other hit
         out["dp_chosen_beyond_template"] = cached[first] - template
     return out
 

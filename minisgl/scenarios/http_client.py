@@ -1,4 +1,5 @@
-"""The HTTP side of the server scenarios: a streaming chat completion read as SSE, as any client would."""
+"""The HTTP side of the server scenarios: a streaming chat completion or /generate read as SSE, as any client
+would."""
 
 from __future__ import annotations
 
@@ -51,6 +52,23 @@ def stream_chat(
             if leave_after is not None and chunks >= leave_after:
                 break
     return {"rid": rid, "text": text, "sse_messages": chunks}
+
+
+def stream_generate(url: str, rid: str, text: str, max_new_tokens: int) -> dict:
+    """POST /generate with "stream": true, read as SSE: each message holds the text so far."""
+    body = {"rid": rid, "text": text, "stream": True,
+            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
+    last, messages = None, 0
+    with httpx.stream("POST", f"{url}/generate", json=body, timeout=300) as resp:
+        if resp.status_code != 200:
+            raise RuntimeError(f"{rid}: POST /generate answered {resp.status_code}: {resp.read()[:500]!r}")
+        for line in resp.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                last, messages = json.loads(line[6:]), messages + 1
+    if last is None:
+        raise RuntimeError(f"{rid}: the stream ended without a message")
+    return {"rid": rid, "text": last["text"], "output_ids": last.get("output_ids") or [],
+            "finish_reason": last["meta_info"].get("finish_reason"), "sse_messages": messages}
 
 
 def wait_load(url: str, done: Callable[[dict[str, Any]], bool], what: str, timeout: float = 120,

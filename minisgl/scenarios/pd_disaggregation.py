@@ -24,6 +24,8 @@ STREAMED = ("R3", "The capital of Italy is", 3)  # (rid, prompt, max_new_tokens)
 def drive(url: str) -> dict:
     import httpx
 
+    from minisgl.scenarios.http_client import stream_generate
+
     results = {}
     for rid, text, max_new_tokens in ASKS:  # one after the other: each server is idle when a request comes
         body = {"rid": rid, "text": text,
@@ -35,29 +37,8 @@ def drive(url: str) -> dict:
         results[rid] = {"rid": rid, "text": out["text"], "output_ids": out.get("output_ids") or [],
                         "finish_reason": out["meta_info"].get("finish_reason")}
     rid, text, max_new_tokens = STREAMED
-    results[rid] = stream_generate(url, rid, text, max_new_tokens)
+    results[rid] = stream_generate(url, rid, text, max_new_tokens)  # as the others, but read as it comes
     return results
-
-
-def stream_generate(url: str, rid: str, text: str, max_new_tokens: int) -> dict:
-    """POST /generate with "stream": true, read as SSE: each message holds the text so far."""
-    import json
-
-    import httpx
-
-    body = {"rid": rid, "text": text, "stream": True,
-            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
-    last, messages = None, 0
-    with httpx.stream("POST", f"{url}/generate", json=body, timeout=300) as resp:
-        if resp.status_code != 200:
-            raise RuntimeError(f"{rid}: POST /generate answered {resp.status_code}: {resp.read()[:500]!r}")
-        for line in resp.iter_lines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                last, messages = json.loads(line[6:]), messages + 1
-    if last is None:
-        raise RuntimeError(f"{rid}: the stream ended without a message")
-    return {"rid": rid, "text": last["text"], "output_ids": last.get("output_ids") or [],
-            "finish_reason": last["meta_info"].get("finish_reason"), "sse_messages": messages}
 
 
 def look_at(trace) -> Look:

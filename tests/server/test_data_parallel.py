@@ -6,8 +6,8 @@ trace's dp.dispatch events and the ranks' own sched.req_created), routed_dp_rank
 X-Data-Parallel-Rank header picks the rank (the header wins), /get_load, /health and /flush_cache cover
 both ranks, the trace passes `minisgl trace check` and each rank's view opens in the replay app, and the
 SIGINT that ends the run leaves no process behind (the run fails otherwise). A rank out of range is a 400
-on the session's one-rank server (test_fields_and_logprobs.py); a rank that cannot start fails the
-server, below."""
+on the session's one-rank server (test_fields_and_logprobs.py) and is refused by the HTTP server's check
+with two ranks (test_dp_controller.py); a rank that cannot start fails the server, below."""
 
 from __future__ import annotations
 
